@@ -1,0 +1,176 @@
+"""Settings for talking to the service, read the dlt way (`sources.ocean_tracking.*`).
+
+Environment variables `SOURCES__OCEAN_TRACKING__API_KEY`, `..._BASE_URL`, `..._APP_URL` (and the optional
+knobs below) or `.dlt/secrets.toml` / `.dlt/config.toml` under `[sources.ocean_tracking]`; explicit arguments
+win. The key is validated before any request and held in `ApiKey`, whose repr/str never shows it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import dlt
+
+from pipelines.errors import API_KEY_ENV, ConfigurationError
+
+SECTION = "sources.ocean_tracking"
+DEFAULT_BASE_URL = "https://api.terminal49.com/v2"
+DEFAULT_APP_URL = "https://app.terminal49.com"
+
+
+class ApiKey:
+    """An API key that masks itself everywhere it could be printed, logged, pickled into events or stored."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """The raw key, for the Authorization header only."""
+        return self._value
+
+    @property
+    def fingerprint(self) -> str:
+        """A stable, non-reversible id of the key (sha256 prefix), for rate-limit keys and logs."""
+        return key_fingerprint(self._value)
+
+    def __repr__(self) -> str:
+        return f"ApiKey(sha256:{self.fingerprint})"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ApiKey) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def key_fingerprint(raw: str) -> str:
+    """First 12 hex chars of sha256(key): identifies a key's rate budget without revealing it."""
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:12]
+
+
+def validate_api_key(raw: Any) -> ApiKey:
+    """Check the key's shape before any request; say what is wrong and what to do, never echo the key."""
+    where = f"Set {API_KEY_ENV} (or api_key under [sources.ocean_tracking] in .dlt/secrets.toml)"
+    if isinstance(raw, ApiKey):
+        raw = raw.reveal()
+    if raw is None or (isinstance(raw, str) and raw == ""):
+        raise ConfigurationError(f"The API key is missing or empty. {where} to the key from the developer portal.")
+    if not isinstance(raw, str):
+        raise ConfigurationError(f"The API key must be a string, got {type(raw).__name__}. {where}.")
+    if raw != raw.strip():
+        raise ConfigurationError(
+            f"The API key has leading or trailing whitespace (often a copied newline). {where} to the key alone."
+        )
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
+        raise ConfigurationError(
+            f"The API key is wrapped in quotes; the quotes would be sent as part of it. {where} without quotes."
+        )
+    first = raw.split()[0].lower() if raw.split() else ""
+    if first in ("token", "bearer", "authorization:", "basic"):
+        raise ConfigurationError(
+            "The API key starts with an authorization scheme word; the client adds 'Token ' itself. "
+            f"{where} to the bare key."
+        )
+    if any(ch.isspace() for ch in raw):
+        raise ConfigurationError(f"The API key contains whitespace, so it is not a single key. {where}.")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in raw):
+        raise ConfigurationError(f"The API key contains control characters. {where}.")
+    return ApiKey(raw)
+
+
+def _default_limiter_path() -> Path:
+    return Path(tempfile.gettempdir()) / "ocean_tracking" / "ratelimit.sqlite"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the client needs; immutable, safe to repr (the key masks itself)."""
+
+    api_key: ApiKey
+    base_url: str = DEFAULT_BASE_URL
+    app_url: str = DEFAULT_APP_URL
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    max_attempts: int = 5
+    backoff_factor: float = 1.0
+    max_retry_delay: float = 120.0
+    rate_window_seconds: float = 60.0
+    rate_window_padding: float = 0.03
+    limiter_path: Path = field(default_factory=_default_limiter_path)
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        """A copy with some fields replaced (validated again)."""
+        return load_settings(**{**self.__dict__, **changes})
+
+
+_OPTIONAL = {
+    "connect_timeout": float,
+    "read_timeout": float,
+    "max_attempts": int,
+    "backoff_factor": float,
+    "max_retry_delay": float,
+    "rate_window_seconds": float,
+    "rate_window_padding": float,
+    "limiter_path": Path,
+}
+
+
+def _lookup(name: str, secret: bool = False) -> Any:
+    provider = dlt.secrets if secret else dlt.config
+    try:
+        return provider.get(f"{SECTION}.{name}")
+    except Exception:
+        return None
+
+
+def _check_url(name: str, url: Any) -> str:
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigurationError(f"{name} must be an http(s) URL, got {type(url).__name__}.")
+    parsed = urlparse(url.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ConfigurationError(
+            f"{name} must be an absolute http(s) URL such as {DEFAULT_BASE_URL}; got one without scheme or host."
+        )
+    return url.strip().rstrip("/")
+
+
+def load_settings(
+    api_key: str | ApiKey | None = None,
+    base_url: str | None = None,
+    app_url: str | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Resolve settings: explicit arguments, else dlt config/secrets, else defaults; validate the key."""
+    raw_key = api_key if api_key is not None else _lookup("api_key", secret=True)
+    key = validate_api_key(raw_key)
+    base = _check_url("base_url", base_url or _lookup("base_url") or DEFAULT_BASE_URL)
+    app = _check_url("app_url", app_url or _lookup("app_url") or DEFAULT_APP_URL)
+    unknown = set(overrides) - set(_OPTIONAL)
+    if unknown:
+        raise ConfigurationError(f"Unknown settings: {', '.join(sorted(unknown))}.")
+    values: dict[str, Any] = {}
+    for name, cast in _OPTIONAL.items():
+        value = overrides.get(name)
+        if value is None:
+            value = _lookup(name)
+        if value is None:
+            continue
+        try:
+            values[name] = cast(value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"{SECTION}.{name} must be a {cast.__name__}.") from exc
+    settings = replace(Settings(api_key=key, base_url=base, app_url=app), **values)
+    if settings.max_attempts < 1:
+        raise ConfigurationError("max_attempts must be at least 1.")
+    if settings.rate_window_seconds <= 0:
+        raise ConfigurationError("rate_window_seconds must be positive.")
+    return settings

@@ -1,0 +1,231 @@
+"""Errors raised by the pipeline's HTTP client and parsers.
+
+`ApiError` carries what the service said (the JSON:API error objects) plus the method and URL path of the
+request. It never carries headers, the query string or the API key, so it is safe to log, to show in
+Dagster events and to store.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+API_KEY_ENV = "SOURCES__OCEAN_TRACKING__API_KEY"
+BASE_URL_ENV = "SOURCES__OCEAN_TRACKING__BASE_URL"
+
+
+class PipelineError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ConfigurationError(PipelineError):
+    """Settings are missing or malformed; raised before any request is sent."""
+
+
+@dataclass(frozen=True)
+class ErrorObject:
+    """One entry of a JSON:API `errors` array."""
+
+    status: str | None = None
+    title: str | None = None
+    detail: str | None = None
+    code: str | None = None
+    pointer: str | None = None
+    parameter: str | None = None
+
+    def describe(self) -> str:
+        """One line: where (pointer/parameter), then detail or title, then code."""
+        where = self.pointer or (f"parameter {self.parameter}" if self.parameter else None)
+        text = self.detail or self.title or "no detail given"
+        parts = [f"{where}: {text}" if where else text]
+        if self.code:
+            parts.append(f"(code {self.code})")
+        return " ".join(parts)
+
+
+class ApiError(PipelineError):
+    """The service answered with an error, or an unusable response, after any retries."""
+
+    default_hint = ""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        method: str | None = None,
+        path: str | None = None,
+        errors: Sequence[ErrorObject] = (),
+        hint: str | None = None,
+    ) -> None:
+        self.status = status
+        self.method = method
+        self.path = path
+        self.errors = list(errors)
+        self.hint = self.default_hint if hint is None else hint
+        self.message = message
+        super().__init__(self._render())
+
+    @property
+    def error(self) -> ErrorObject | None:
+        """The first error object, for callers that expect a single one."""
+        return self.errors[0] if self.errors else None
+
+    def _render(self) -> str:
+        where = " ".join(p for p in (self.method, self.path) if p)
+        status = f"HTTP {self.status}" if self.status else ""
+        head = ": ".join(p for p in (" ".join(p for p in (where, status) if p), self.message) if p)
+        lines = [head]
+        lines += [f"  - {e.describe()}" for e in self.errors]
+        if self.hint:
+            lines.append(self.hint)
+        return "\n".join(lines)
+
+
+class AuthenticationError(ApiError):
+    """401: the API key was rejected."""
+
+    default_hint = (
+        "The API key was rejected (missing, revoked, truncated or mistyped). Check the value of "
+        f"{API_KEY_ENV} (or sources.ocean_tracking.api_key in .dlt/secrets.toml): it must be the raw key, "
+        "without quotes, spaces or a 'Token'/'Bearer' prefix. A lost key cannot be shown again; create a "
+        "new one in the developer portal."
+    )
+
+
+class AuthorizationError(ApiError):
+    """403: the key is valid but not allowed to do this."""
+
+
+class FeatureNotEnabledError(AuthorizationError):
+    """403 on a paid feature (routing data) the account has no entitlement for."""
+
+    default_hint = "This is a paid feature (e.g. container route maps); the account needs the entitlement."
+
+
+class NotFoundError(ApiError):
+    """404 with a JSON:API body: the resource does not exist (or is not visible to this account)."""
+
+
+class ValidationError(ApiError):
+    """400/422: the request was refused; each error object names the offending pointer or parameter."""
+
+
+class RateLimitedError(ApiError):
+    """429 after every retry was used up."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, **kwargs)
+
+
+class UpstreamError(ApiError):
+    """5xx after every retry was used up."""
+
+
+class MalformedResponseError(ApiError):
+    """The body is not a usable JSON:API document (truncated, not JSON, HTML, wrong shape)."""
+
+
+class TransportError(ApiError):
+    """No HTTP response at all: connection refused/reset, timeout, after every retry was used up."""
+
+
+class WriteOutcomeUnknownError(TransportError):
+    """A non-idempotent write failed in transit: the service may or may not have applied it."""
+
+    default_hint = (
+        "The request may have reached the service before the connection failed, so the write may or may "
+        "not have happened. Check the current state (e.g. list the tracking requests) before sending it "
+        "again, or retry with retry_safe=True only if a duplicate is harmless."
+    )
+
+
+_FEATURE_WORDS = re.compile(r"not enabled|feature|entitle|subscription|plan", re.IGNORECASE)
+
+
+def parse_error_objects(document: Any) -> list[ErrorObject]:
+    """Read a JSON:API `{errors: [...]}` document into ErrorObjects; tolerant of any shape."""
+    if not isinstance(document, Mapping):
+        return []
+    raw = document.get("errors")
+    if isinstance(raw, Mapping):
+        raw = [raw]
+    if not isinstance(raw, list):
+        return []
+    out = []
+    for item in raw:
+        if not isinstance(item, Mapping):
+            continue
+        source = item.get("source") if isinstance(item.get("source"), Mapping) else {}
+        out.append(
+            ErrorObject(
+                status=_str_or_none(item.get("status")),
+                title=_str_or_none(item.get("title")),
+                detail=_str_or_none(item.get("detail")),
+                code=_str_or_none(item.get("code")),
+                pointer=_str_or_none(source.get("pointer")),
+                parameter=_str_or_none(source.get("parameter")),
+            )
+        )
+    return out
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def describe_body(body: bytes, content_type: str | None) -> str:
+    """Say in words what an unusable body was, without echoing it wholesale."""
+    text = body[:512].decode("utf-8", errors="replace").lstrip().lower()
+    ctype = (content_type or "").split(";")[0].strip() or "no content type"
+    if not body:
+        return f"an empty body ({ctype})"
+    if text.startswith(("<!doctype html", "<html")) or "text/html" in ctype:
+        return "an HTML page instead of JSON:API"
+    return f"{len(body)} bytes of {ctype} that are not valid JSON (truncated or not JSON)"
+
+
+def error_from_response(
+    status: int, body: bytes, content_type: str | None, *, method: str, path: str, retry_after: float | None = None
+) -> ApiError:
+    """Map an HTTP error response to the matching ApiError subclass (the vendor SDK's mapping)."""
+    document: Any = None
+    try:
+        document = json.loads(body) if body else None
+    except ValueError:
+        document = None
+    errors = parse_error_objects(document)
+    where = {"status": status, "method": method, "path": path, "errors": errors}
+
+    if document is None and status == 404:
+        what = describe_body(body, content_type)
+        return MalformedResponseError(
+            f"{what}: the route does not exist on this server",
+            hint="Check that the base URL ends in /v2 (e.g. https://api.terminal49.com/v2) "
+            f"({BASE_URL_ENV}) and that the path is right.",
+            **where,
+        )
+    title = errors[0].title if errors else None
+    if status == 401:
+        return AuthenticationError(title or "Unauthorized", **where)
+    if status == 403:
+        text = " ".join(f"{e.title or ''} {e.detail or ''}" for e in errors)
+        cls = FeatureNotEnabledError if _FEATURE_WORDS.search(text) or "map_geojson" in path else AuthorizationError
+        return cls(title or "Forbidden", **where)
+    if status == 404:
+        return NotFoundError(title or "Not Found", **where)
+    if status in (400, 422):
+        return ValidationError(title or "The request was refused", **where)
+    if status == 429:
+        return RateLimitedError(
+            (title or "Too Many Requests") + " (retries exhausted)", retry_after=retry_after, **where
+        )
+    if status >= 500:
+        return UpstreamError((title or "Server error") + " (retries exhausted)", **where)
+    if document is None and body:
+        return MalformedResponseError(describe_body(body, content_type), **where)
+    return ApiError(title or f"Unexpected HTTP status {status}", **where)

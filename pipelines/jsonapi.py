@@ -1,0 +1,171 @@
+"""JSON:API documents → flat rows, one list per resource type. Nothing of HTTP.
+
+A row is `id`, the attributes as top-level columns named as the API names them, `<name>_id` for to-one
+relationships (None when `data` is null), `<name>_ids` for to-many, `<name>_type` for the polymorphic ones,
+and `self_link`. Shapes that are not JSON:API raise `MalformedResponseError` naming the JSON path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.errors import MalformedResponseError
+
+#: Relationships whose target type varies (shipment or container; party or account), so the type is kept.
+POLYMORPHIC = frozenset({"tracked_object", "reference_object", "customer"})
+
+Row = dict[str, Any]
+
+
+@dataclass
+class FlatDocument:
+    """A flattened document: primary rows, included rows by type, and the top-level links/meta."""
+
+    data: list[Row] = field(default_factory=list)
+    data_types: list[str] = field(default_factory=list)
+    included: dict[str, list[Row]] = field(default_factory=dict)
+    links: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _fail(path: str, problem: str) -> MalformedResponseError:
+    return MalformedResponseError(f"not a JSON:API document: {path}: {problem}")
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _identifier(value: Any, path: str) -> tuple[str, str | None]:
+    if not isinstance(value, Mapping):
+        raise _fail(path, f"expected a resource identifier object, got {_type_name(value)}")
+    rid = value.get("id")
+    if rid is None or isinstance(rid, bool | dict | list):
+        raise _fail(f"{path}.id", f"expected a string id, got {_type_name(rid)}")
+    rtype = value.get("type")
+    return str(rid), None if rtype is None else str(rtype)
+
+
+def flatten_resource(resource: Any, path: str = "data", polymorphic: Collection[str] = POLYMORPHIC) -> Row:
+    """One resource object → one flat row (see module docstring); `path` names it in errors."""
+    rid, _ = _identifier(resource, path)
+    row: Row = {"id": rid}
+    attributes = resource.get("attributes")
+    if attributes is None:
+        attributes = {}
+    if not isinstance(attributes, Mapping):
+        raise _fail(f"{path}.attributes", f"expected an object, got {_type_name(attributes)}")
+    for name, value in attributes.items():
+        if name == "id":
+            # Live ports/terminals repeat their id inside attributes; the resource id is authoritative
+            # (the anonymised fixtures even show a different value there), so the copy is dropped.
+            continue
+        row[str(name)] = value
+
+    relationships = resource.get("relationships")
+    if relationships is None:
+        relationships = {}
+    if not isinstance(relationships, Mapping):
+        raise _fail(f"{path}.relationships", f"expected an object, got {_type_name(relationships)}")
+    for name, rel in relationships.items():
+        rel_path = f"{path}.relationships.{name}"
+        if not isinstance(rel, Mapping):
+            raise _fail(rel_path, f"expected an object, got {_type_name(rel)}")
+        if "data" not in rel:
+            continue  # links-only relationship: nothing to record
+        linkage = rel["data"]
+        if isinstance(linkage, list):
+            _put(row, f"{name}_ids", [_identifier(item, f"{rel_path}.data[{i}]")[0] for i, item in enumerate(linkage)])
+        elif linkage is None:
+            _put(row, f"{name}_id", None)
+            if name in polymorphic:
+                _put(row, f"{name}_type", None)
+        else:
+            target_id, target_type = _identifier(linkage, f"{rel_path}.data")
+            _put(row, f"{name}_id", target_id)
+            if name in polymorphic:
+                _put(row, f"{name}_type", target_type)
+
+    links = resource.get("links")
+    if isinstance(links, Mapping) and links.get("self") is not None:
+        _put(row, "self_link", links.get("self"))
+    return row
+
+
+def _put(row: Row, column: str, value: Any) -> None:
+    """Set a derived column; an attribute of the same name wins and the derived one gets a suffix."""
+    if column in row and row[column] != value:
+        column = f"{column}_rel"
+    row[column] = value
+
+
+def _resource_type(resource: Mapping[str, Any], path: str) -> str:
+    rtype = resource.get("type")
+    if not isinstance(rtype, str) or not rtype:
+        raise _fail(f"{path}.type", f"expected a non-empty string, got {_type_name(rtype)}")
+    return rtype
+
+
+def flatten_document(document: Any, polymorphic: Collection[str] = POLYMORPHIC) -> FlatDocument:
+    """A whole document (single or list `data`, optional `included`) → FlatDocument; included deduped by
+    (type, id), first occurrence wins; a resource also in `data` is not repeated in `included`."""
+    if not isinstance(document, Mapping):
+        raise _fail("$", f"expected an object, got {_type_name(document)}")
+    if "errors" in document and "data" not in document:
+        raise _fail("$", "an error document (errors[]) where data was expected")
+    data = document.get("data")
+    if data is None:
+        items: list[Any] = []
+    elif isinstance(data, list):
+        items = data
+    elif isinstance(data, Mapping):
+        items = [data]
+    else:
+        raise _fail("data", f"expected an object, a list or null, got {_type_name(data)}")
+    out = FlatDocument()
+    seen: set[tuple[str, str]] = set()
+    single = isinstance(data, Mapping)
+    for i, item in enumerate(items):
+        path = "data" if single else f"data[{i}]"
+        if not isinstance(item, Mapping):
+            raise _fail(path, f"expected a resource object, got {_type_name(item)}")
+        rtype = _resource_type(item, path)
+        row = flatten_resource(item, path, polymorphic)
+        out.data.append(row)
+        out.data_types.append(rtype)
+        seen.add((rtype, row["id"]))
+
+    included = document.get("included")
+    if included is None:
+        included = []
+    if not isinstance(included, list):
+        raise _fail("included", f"expected a list, got {_type_name(included)}")
+    for i, item in enumerate(included):
+        path = f"included[{i}]"
+        if not isinstance(item, Mapping):
+            raise _fail(path, f"expected a resource object, got {_type_name(item)}")
+        rtype = _resource_type(item, path)
+        row = flatten_resource(item, path, polymorphic)
+        if (rtype, row["id"]) in seen:
+            continue
+        seen.add((rtype, row["id"]))
+        out.included.setdefault(rtype, []).append(row)
+
+    for key in ("links", "meta"):
+        value = document.get(key)
+        if isinstance(value, Mapping):
+            setattr(out, key, dict(value))
+    return out
+
+
+def rows_by_type(document: Any, polymorphic: Collection[str] = POLYMORPHIC) -> dict[str, list[Row]]:
+    """Primary and included rows together, keyed by resource type (the shape a dlt resource routes by)."""
+    flat = flatten_document(document, polymorphic)
+    out: dict[str, list[Row]] = {}
+    for rtype, row in zip(flat.data_types, flat.data, strict=True):
+        out.setdefault(rtype, []).append(row)
+    for rtype, rows in flat.included.items():
+        out.setdefault(rtype, []).extend(rows)
+    return out

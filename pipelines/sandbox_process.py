@@ -1,0 +1,67 @@
+"""Start the sandbox as a child process and read its ready line (for the demo and benchmarks).
+
+The pipeline never imports the sandbox: it talks to it over HTTP like to the real service, so the
+sandbox is launched as `python -m sandbox` and known only by the URLs and keys it prints.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SandboxProcess:
+    """A running sandbox: its URLs, its full-entitlement key, and the child process."""
+
+    base_url: str
+    app_url: str
+    api_key: str
+    process: subprocess.Popen = field(repr=False)
+
+    def stop(self) -> None:
+        """Terminate the sandbox and wait for it."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+    def __enter__(self) -> SandboxProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def parse_ready_line(line: str) -> dict[str, str]:
+    """`SANDBOX READY base_url=... app_url=... api_key=...` -> {name: value} (first value per name)."""
+    values: dict[str, str] = {}
+    for token in line.split():
+        name, sep, value = token.partition("=")
+        if sep and name not in values:
+            values[name] = value
+    return values
+
+
+def start_sandbox(*args: str, timeout: float = 60.0) -> SandboxProcess:
+    """Launch `python -m sandbox --port 0 <args>` and block until it prints its ready line."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sandbox", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + timeout
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        if line.startswith("SANDBOX READY"):
+            values = parse_ready_line(line)
+            return SandboxProcess(values["base_url"], values["app_url"], values["api_key"], process)
+    process.kill()
+    raise RuntimeError(f"the sandbox did not start within {timeout:.0f}s (exit code {process.poll()})")

@@ -1,0 +1,304 @@
+"""The `ocean_tracking` dlt source: everything an ocean-tracking account knows, at the fewest requests.
+
+Request plan (the service allows 100 requests a minute per account, 100 rows a page):
+- `/shipments?include=containers,containers.transport_events,<terminals>,<ports>` pages bring
+  shipments, their containers, transport events, terminals and ports in one stream. A non-selected
+  resource (`shipment_pages`) yields each page once; dlt forks it to the transformers below.
+- Terminals, ports and vessels named by a relationship but never included are fetched by id, once per
+  id ever (the ids already fetched are kept in resource state).
+- Transport events: when a page did not include them (the real service may ignore the nested include),
+  a container's `/transport_events` is fetched only when its event ids changed since the last run.
+- `/tracking_requests` is incremental on `updated_at` (the only endpoint with an updated-since filter),
+  re-reading a lag window so rows updated at the boundary are not lost.
+- Maps: see `pipelines.map_schedule`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import dlt
+from dlt.sources import DltResource
+
+from pipelines.client import OceanTrackingClient
+from pipelines.errors import FeatureNotEnabledError, NotFoundError
+from pipelines.geo import feature_collections_to_table
+from pipelines.jsonapi import rows_by_type
+from pipelines.map_schedule import MapSchedule, container_phase
+
+logger = logging.getLogger(__name__)
+
+PAGE_SIZE = 100
+SHIPMENT_INCLUDES = (
+    "containers",
+    "containers.transport_events",
+    "pod_terminal",
+    "port_of_lading",
+    "port_of_discharge",
+    "destination",
+    "destination_terminal",
+)
+TRACKING_REQUEST_LAG_SECONDS = 300
+
+# String lists stay one JSON column each instead of a child table per list.
+STRING_LIST_COLUMNS = {
+    "shipments": ("ref_numbers", "tags", "containers_ids"),
+    "containers": ("ref_numbers", "transport_events_ids", "raw_events_ids"),
+    "tracking_requests": ("ref_numbers", "shipment_tags", "tags"),
+    "shipping_lines": ("alternative_scacs",),
+    "ports": ("terminals_ids",),
+}
+FLOAT_COLUMNS = {
+    "ports": ("latitude", "longitude"),
+    "vessels": ("latitude", "longitude", "nautical_speed_knots", "navigational_heading_degrees"),
+}
+
+
+def _json_columns(table: str) -> dict[str, dict[str, str]]:
+    # a fresh dict per column: dlt writes the column name into the hint it is given
+    return {name: {"data_type": "json"} for name in STRING_LIST_COLUMNS.get(table, ())}
+
+
+def _coerce_floats(table: str, rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cast the live service's string coordinates (`"35.10162"`) to numbers so one column type holds."""
+    names = FLOAT_COLUMNS.get(table, ())
+    out = []
+    for row in rows:
+        for name in names:
+            value = row.get(name)
+            if isinstance(value, str):
+                try:
+                    row[name] = float(value)
+                except ValueError:
+                    row[name] = None
+        out.append(row)
+    return out
+
+
+@dlt.source(name="ocean_tracking", max_table_nesting=1)
+def ocean_tracking(
+    client: OceanTrackingClient | None = None,
+    include_maps: bool = True,
+    map_refresh_seconds: float = 3600.0,
+    tracking_requests_lag_seconds: float = TRACKING_REQUEST_LAG_SECONDS,
+) -> Iterable[DltResource]:
+    """Build the source's resources around one API client.
+
+    `client` defaults to one configured the dlt way (`SOURCES__OCEAN_TRACKING__API_KEY`, `..._BASE_URL`).
+    A fresh source per run is required under Dagster (dlt issue #4253), so build it inside the asset.
+    """
+    client = client or OceanTrackingClient()
+    fetched_once = _FetchedOnce(client)
+
+    @dlt.resource(selected=False)
+    def shipment_pages() -> Iterator[dict[str, Any]]:
+        params = {"page[size]": PAGE_SIZE, "include": ",".join(SHIPMENT_INCLUDES)}
+        for document in client.paginate("/shipments", params=params):
+            yield rows_by_type(document)
+
+    @dlt.transformer(
+        data_from=shipment_pages,
+        primary_key="id",
+        write_disposition="merge",
+        columns=_json_columns("shipments"),
+    )
+    def shipments(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
+        yield page.get("shipment", [])
+
+    @dlt.transformer(
+        data_from=shipment_pages,
+        primary_key="id",
+        write_disposition="merge",
+        columns=_json_columns("containers"),
+    )
+    def containers(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
+        yield page.get("container", [])
+
+    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge")
+    def transport_events(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
+        included = page.get("transport_event", [])
+        if included:
+            yield included
+        known = {row["id"] for row in included}
+        seen_sets = dlt.current.resource_state().setdefault("event_ids_by_container", {})
+        for container in page.get("container", []):
+            event_ids = sorted(container.get("transport_events_ids") or [])
+            if not event_ids or set(event_ids) <= known:
+                seen_sets[container["id"]] = event_ids
+                continue
+            if seen_sets.get(container["id"]) == event_ids:
+                continue
+            rows = []
+            for document in client.paginate(
+                f"/containers/{container['id']}/transport_events", params={"page[size]": PAGE_SIZE}
+            ):
+                rows.extend(rows_by_type(document).get("transport_event", []))
+            seen_sets[container["id"]] = event_ids
+            yield rows
+
+    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge")
+    def terminals(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
+        included = page.get("terminal", [])
+        fetched_once.mark_seen("terminal", (row["id"] for row in included))
+        yield included
+        wanted = _related_ids(page, {"container": ("pod_terminal_id", "pickup_facility_id")})
+        wanted |= _related_ids(page, {"shipment": ("pod_terminal_id", "destination_terminal_id")})
+        yield fetched_once.fetch("terminal", "/terminals/{}", wanted)
+
+    @dlt.transformer(
+        data_from=shipment_pages, primary_key="id", write_disposition="merge", columns=_json_columns("ports")
+    )
+    def ports(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
+        included = page.get("port", [])
+        fetched_once.mark_seen("port", (row["id"] for row in included))
+        yield _coerce_floats("ports", included)
+        wanted = _related_ids(
+            page,
+            {
+                "shipment": ("port_of_lading_id", "port_of_discharge_id", "destination_id"),
+                "terminal": ("port_id",),
+                "transport_event": ("location_id",),
+            },
+        )
+        yield _coerce_floats("ports", fetched_once.fetch("port", "/ports/{}", wanted))
+
+    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge")
+    def vessels(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
+        wanted = _related_ids(page, {"transport_event": ("vessel_id",)})
+        yield _coerce_floats("vessels", fetched_once.fetch("vessel", "/vessels/{}", wanted))
+
+    @dlt.transformer(
+        data_from=shipment_pages,
+        merge_key="container_id",
+        write_disposition="merge",
+    )
+    def map_features(page: dict[str, list[dict]]) -> Iterator[Any]:
+        if not include_maps or fetched_once.maps_disabled:
+            return
+        state = dlt.current.resource_state().setdefault("schedule", {})
+        schedule = MapSchedule(state, refresh_seconds=map_refresh_seconds)
+        shipments_by_id = {row["id"]: row for row in page.get("shipment", [])}
+        collected: list[tuple[str, dict[str, Any]]] = []
+        for container in page.get("container", []):
+            phase = container_phase(container, shipments_by_id.get(container.get("shipment_id")))
+            now = time.time()
+            if not schedule.is_due(container["id"], phase, now):
+                continue
+            try:
+                collection = client.get(f"/containers/{container['id']}/map_geojson")
+            except FeatureNotEnabledError as error:
+                fetched_once.disable_maps(error)
+                break
+            collected.append((container["id"], collection))
+            schedule.record(container["id"], phase, now)
+        if collected:
+            yield feature_collections_to_table(collected)
+
+    @dlt.resource(primary_key="id", write_disposition="merge", columns=_json_columns("tracking_requests"))
+    def tracking_requests(
+        updated_at: dlt.sources.incremental[str] = dlt.sources.incremental(
+            "updated_at", initial_value="1970-01-01T00:00:00Z", lag=tracking_requests_lag_seconds
+        ),
+    ) -> Iterator[list[dict]]:
+        params = {"page[size]": PAGE_SIZE, "filter[updated_at][start]": updated_at.start_value}
+        for document in client.paginate("/tracking_requests", params=params):
+            yield rows_by_type(document).get("tracking_request", [])
+
+    @dlt.resource(primary_key="id", write_disposition="merge")
+    def parties() -> Iterator[list[dict]]:
+        for document in client.paginate("/parties", params={"page[size]": PAGE_SIZE}):
+            yield rows_by_type(document).get("party", [])
+
+    @dlt.resource(primary_key="id", write_disposition="merge", columns=_json_columns("shipping_lines"))
+    def shipping_lines() -> Iterator[list[dict]]:
+        for document in client.paginate("/shipping_lines", params={"page[size]": PAGE_SIZE}):
+            yield rows_by_type(document).get("shipping_line", [])
+
+    return (
+        shipment_pages,
+        shipments,
+        containers,
+        transport_events,
+        terminals,
+        ports,
+        vessels,
+        map_features,
+        tracking_requests,
+        parties,
+        shipping_lines,
+    )
+
+
+def _related_ids(page: dict[str, list[dict]], columns_by_type: dict[str, tuple[str, ...]]) -> set[str]:
+    """Ids named by the given `<relationship>_id` columns of the page's rows."""
+    ids = set()
+    for type_, columns in columns_by_type.items():
+        for row in page.get(type_, []):
+            for column in columns:
+                if value := row.get(column):
+                    ids.add(value)
+    return ids
+
+
+class _FetchedOnce:
+    """Fetches reference resources by id at most once per id, across runs (ids kept in source state)."""
+
+    def __init__(self, client: OceanTrackingClient) -> None:
+        self._client = client
+        self.maps_disabled = False
+
+    def _seen(self, type_: str) -> set[str]:
+        state = dlt.current.source_state().setdefault("fetched_ids", {})
+        return _StateSet(state, type_)
+
+    def mark_seen(self, type_: str, ids: Iterable[str]) -> None:
+        """Record ids that arrived in an `included` array so they are never fetched by id."""
+        self._seen(type_).update(ids)
+
+    def fetch(self, type_: str, path_template: str, ids: set[str]) -> list[dict]:
+        """Fetch each id not seen before; a 404 is logged and skipped (the reference may be gone)."""
+        seen = self._seen(type_)
+        rows = []
+        for id_ in sorted(ids - set(seen)):
+            try:
+                document = self._client.get(path_template.format(id_))
+            except NotFoundError:
+                logger.warning("%s %s is referenced but not found; skipped", type_, id_)
+                seen.add(id_)
+                continue
+            rows.extend(rows_by_type(document).get(type_, []))
+            seen.add(id_)
+        return rows
+
+    def disable_maps(self, error: Exception) -> None:
+        """Turn maps off for this run with one warning: the account lacks the routing entitlement."""
+        if not self.maps_disabled:
+            logger.warning(
+                "Route maps skipped: %s. The account needs the Routing Data entitlement; "
+                "every other table still loads.",
+                error,
+            )
+        self.maps_disabled = True
+
+
+class _StateSet:
+    """A set stored as a sorted-free list inside dlt state (state must stay JSON-serialisable)."""
+
+    def __init__(self, state: dict[str, list[str]], key: str) -> None:
+        self._list = state.setdefault(key, [])
+        self._set = set(self._list)
+
+    def __iter__(self):
+        return iter(self._set)
+
+    def add(self, value: str) -> None:
+        if value not in self._set:
+            self._set.add(value)
+            self._list.append(value)
+
+    def update(self, values: Iterable[str]) -> None:
+        for value in values:
+            self.add(value)

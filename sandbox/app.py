@@ -1,0 +1,84 @@
+"""The Starlette application: wires settings, the world, auth, limits, faults and routes together.
+Unknown routes answer the live service's HTML 404 page; unexpected errors a JSON:API 500."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from .auth import KeyRing
+from .config import Settings
+from .faults import FaultInjector, FaultMiddleware
+from .jsonapi import api_error, error_response
+from .ratelimit import SlidingWindowLimiter
+from .routes import all_routes
+from .routes.context import SandboxState
+from .uploads import BlobStore
+
+log = logging.getLogger("sandbox")
+
+NOT_FOUND_HTML = """<!DOCTYPE html>
+<html>
+<head>
+  <title>The page you were looking for doesn't exist (404)</title>
+  <meta name="viewport" content="width=device-width,initial-scale=1">
+</head>
+
+<body>
+  <!-- This file lives in public/404.html -->
+  <div class="dialog">
+    <div>
+      <h1>The page you were looking for doesn't exist.</h1>
+      <p>You may have mistyped the address or the page may have moved.</p>
+    </div>
+    <p>If you are the application owner check the logs for more information.</p>
+  </div>
+</body>
+</html>
+"""
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    """404 and 405 from routing become the Rails HTML 404 page, as the live service answers."""
+    status = getattr(exc, "status_code", 500)
+    if status in (404, 405):
+        return HTMLResponse(NOT_FOUND_HTML, status_code=404)
+    return error_response(api_error(status, getattr(exc, "detail", "Error") or "Error"))
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    """Any exception that escaped a handler: a JSON:API 500, never a traceback page."""
+    log.error("unhandled %s on %s", exc.__class__.__name__, request.url.path)
+    return error_response(api_error(500, "Internal Server Error"))
+
+
+def build_world(settings: Settings) -> tuple[Any, Any]:
+    """Build the real World and SimClock from settings."""
+    from .world import SimClock, World
+
+    start = settings.start_time()
+    return World(settings.seed, settings.shipments, start), SimClock(start, settings.speed)
+
+
+def create_app(settings: Settings, world: Any = None, clock: Any = None) -> Starlette:
+    """The ASGI app. `world`/`clock` default to the real ones built from settings (tests may pass
+    prebuilt ones to share a world between servers)."""
+    if world is None or clock is None:
+        world, clock = build_world(settings)
+    state = SandboxState(
+        world=world, clock=clock,
+        keys=KeyRing(settings.api_keys, settings.no_routing_keys, settings.revoked_keys),
+        limiter=SlidingWindowLimiter(settings.rate_window, settings.limits),
+        faults=FaultInjector(settings.faults, settings.fault_rate, settings.fault_seed, settings.fault_delay),
+        blobs=BlobStore(settings.signing_secret), speed=settings.speed,
+    )
+    app = Starlette(routes=all_routes(), exception_handlers={HTTPException: _http_exception,
+                                                             Exception: _server_error})
+    app.state.sandbox = state
+    app.add_middleware(FaultMiddleware, injector=state.faults, on_fault=state.stats.fault)
+    return app

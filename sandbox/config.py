@@ -1,0 +1,103 @@
+"""Sandbox settings: one dataclass filled from the command line and `SANDBOX_*` environment variables."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+DEFAULT_PORT = 8049
+DEFAULT_LIMITS = {"default": 100, "tracking_requests_create": 100, "infer_number": 200, "refresh": 10}
+FAULT_PROFILES = ("none", "5xx", "429", "slow", "reset", "truncated", "mixed")
+
+
+@dataclass
+class Settings:
+    """Everything the app needs to start; defaults mirror the live service's published limits."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    seed: int = 49
+    shipments: int = 500
+    api_keys: list[str] = field(default_factory=list)
+    no_routing_keys: list[str] = field(default_factory=list)
+    revoked_keys: list[str] = field(default_factory=list)
+    rate_window: float = 60.0
+    limits: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_LIMITS))
+    faults: str = "none"
+    fault_rate: float = 0.1
+    fault_seed: int = 0
+    fault_delay: float = 35.0
+    speed: float = 1.0
+    start: datetime | None = None
+    access_log: bool = False
+    signing_secret: str = field(default_factory=lambda: secrets.token_hex(32))
+
+    def ensure_key(self) -> None:
+        """Generate one printable full-entitlement key when none was given, so the sandbox is usable."""
+        if not self.api_keys:
+            self.api_keys.append("sbx_" + secrets.token_hex(16))
+
+    def start_time(self) -> datetime:
+        """The simulated start instant (tz-aware UTC); `now` when not configured."""
+        return self.start or datetime.now(UTC)
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(f"SANDBOX_{name}", default)
+
+
+def _env_list(name: str) -> list[str]:
+    raw = _env(name) or ""
+    return [k for k in (p.strip() for p in raw.split(",")) if k]
+
+
+def parse_iso(value: str) -> datetime:
+    """Parse an ISO 8601 instant; naive values are taken as UTC (the service's system timestamps are UTC)."""
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def _shipments(value: str) -> int:
+    n = int(value)
+    if not 50 <= n <= 100_000:
+        raise argparse.ArgumentTypeError("--shipments must be within 50..100000")
+    return n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `python -m sandbox` argument parser; every option falls back to a SANDBOX_* variable."""
+    p = argparse.ArgumentParser(prog="python -m sandbox", description="Local Terminal49 API v2 simulator")
+    p.add_argument("--host", default=_env("HOST", "127.0.0.1"))
+    p.add_argument("--port", type=int, default=int(_env("PORT", str(DEFAULT_PORT))), help="0 = a free port")
+    p.add_argument("--seed", type=int, default=int(_env("SEED", "49")))
+    p.add_argument("--shipments", type=_shipments, default=_shipments(_env("SHIPMENTS", "500")))
+    p.add_argument("--api-key", action="append", default=None, help="full entitlements (repeatable)")
+    p.add_argument("--api-key-no-routing", action="append", default=None, help="basic account, no routing data")
+    p.add_argument("--revoked-key", action="append", default=None)
+    p.add_argument("--rate-window", type=float, default=float(_env("RATE_WINDOW", "60")))
+    p.add_argument("--faults", choices=FAULT_PROFILES, default=_env("FAULTS", "none"))
+    p.add_argument("--fault-rate", type=float, default=float(_env("FAULT_RATE", "0.1")))
+    p.add_argument("--fault-seed", type=int, default=int(_env("FAULT_SEED", "0")))
+    p.add_argument("--fault-delay", type=float, default=float(_env("FAULT_DELAY", "35")))
+    p.add_argument("--speed", type=float, default=float(_env("SPEED", "1.0")))
+    p.add_argument("--start", type=parse_iso, default=parse_iso(_env("START")) if _env("START") else None)
+    p.add_argument("--access-log", action="store_true", default=_env("ACCESS_LOG") == "1")
+    return p
+
+
+def settings_from_args(argv: list[str] | None = None) -> Settings:
+    """Build Settings from argv (None: sys.argv) plus environment; ensures at least one key exists."""
+    a = build_parser().parse_args(argv)
+    s = Settings(
+        host=a.host, port=a.port, seed=a.seed, shipments=a.shipments,
+        api_keys=a.api_key or _env_list("API_KEYS"),
+        no_routing_keys=a.api_key_no_routing or _env_list("API_KEYS_NO_ROUTING"),
+        revoked_keys=a.revoked_key or _env_list("REVOKED_KEYS"),
+        rate_window=a.rate_window, faults=a.faults, fault_rate=a.fault_rate, fault_seed=a.fault_seed,
+        fault_delay=a.fault_delay, speed=a.speed, start=a.start, access_log=a.access_log,
+    )
+    s.ensure_key()
+    return s

@@ -1,0 +1,231 @@
+"""Rendering plans into JSON:API resources as seen at a given `now`.
+
+A plan holds every milestone with the time it becomes known; these functions reveal only what is
+known by `now`, so advancing the clock changes statuses, ETAs and events while the same `now` always
+renders the same output.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from .shipments import PREFIX, ContainerPlan, Event, Plan
+from .timeutil import DAY, HOUR, iso
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .accounts import Account
+
+
+def latest_estimate(revs: list[tuple[int, int]], now: int) -> int | None:
+    """The newest estimate published by `now` (None before the first one)."""
+    value = None
+    for known, est in revs:
+        if known <= now:
+            value = est
+        else:
+            break
+    return value
+
+
+def known(ts: int | None, now: int) -> int | None:
+    """`ts` if it has happened by `now`."""
+    return ts if ts is not None and ts <= now else None
+
+
+def event_live(e: Event, now: int) -> bool:
+    """An event is returned once known; it stays returned (flagged) after being invalidated."""
+    return e.known_at <= now
+
+
+def milestone(cp: ContainerPlan, name: str, now: int) -> int | None:
+    """Timestamp of the currently valid version of a container milestone known by `now`."""
+    full = PREFIX + name
+    for e in reversed(cp.events):
+        if e.name == full and e.known_at <= now and not (e.invalidated_at is not None and e.invalidated_at <= now):
+            return e.ts
+    return None
+
+
+def tracking_attempt(plan: Plan, now: int) -> tuple[int, int | None]:
+    """(last tracking attempt, stop time or None): attempts every 3 h until tracking stops."""
+    if now >= plan.stopped_at:
+        return plan.stopped_at - 1, plan.stopped_at
+    grid = now - ((now - plan.phase) % (3 * HOUR))
+    return max(grid, plan.ident.created_at), None
+
+
+def container_status(cp: ContainerPlan, now: int) -> str:
+    """`current_status` from the live enum, derived from the milestones known by `now`."""
+    if milestone(cp, "empty_in", now):
+        return "empty_returned"
+    if milestone(cp, "full_out", now):
+        return "picked_up"
+    if milestone(cp, "available", now):
+        return "available"
+    if milestone(cp, "vessel_discharged", now):
+        return "not_available"
+    if milestone(cp, "vessel_departed", now) or milestone(cp, "vessel_loaded", now):
+        return "on_ship"
+    return "new"
+
+
+def shipment_resource(acct: Account, plan: Plan, now: int) -> dict:
+    """A `shipment` resource at `now`, with ref_numbers/tags overlays applied."""
+    ident = plan.ident
+    ref = acct.world.ref
+    sid = acct.shipment_id(ident.index)
+    first, last = plan.legs[0], plan.legs[-1]
+    pol, pod = ref.ports[first.origin], ref.ports[last.destination]
+    attempted, stopped = tracking_attempt(plan, now)
+    patch = acct.shipment_patches.get(sid, {})
+    return {
+        "id": sid, "type": "shipment",
+        "attributes": {
+            "created_at": iso(ident.created_at),
+            "ref_numbers": list(patch.get("ref_numbers", ident.ref_numbers)),
+            "tags": list(patch.get("tags", ident.tags)),
+            "bill_of_lading_number": ident.bl_number,
+            "normalized_number": ident.normalized_number,
+            "shipping_line_scac": ident.carrier.scac,
+            "shipping_line_name": ident.carrier.name,
+            "shipping_line_short_name": ident.carrier.short_name,
+            "customer_name": acct.party_name(ident.party),
+            "port_of_lading_locode": pol.locode, "port_of_lading_name": pol.name,
+            "port_of_discharge_locode": pod.locode, "port_of_discharge_name": pod.name,
+            "pod_vessel_name": last.vessel.name, "pod_vessel_imo": last.vessel.imo,
+            "pod_voyage_number": last.voyage,
+            "destination_locode": None, "destination_name": None, "destination_timezone": None,
+            "destination_ata_at": None, "destination_eta_at": None,
+            "pol_etd_at": iso(latest_estimate(plan.etd_revisions[0], now)),
+            "pol_atd_at": iso(known(first.atd, now)),
+            "pol_timezone": pol.time_zone,
+            "pod_eta_at": iso(latest_estimate(plan.eta_revisions[-1], now)),
+            "pod_original_eta_at": iso(plan.eta_revisions[-1][0][1]),
+            "pol_original_etd_at": iso(plan.etd_revisions[0][0][1]),
+            "destination_original_eta_at": None,
+            "pod_ata_at": iso(known(last.ata, now)),
+            "pod_timezone": pod.time_zone,
+            "line_tracking_last_attempted_at": iso(attempted),
+            "line_tracking_last_succeeded_at": iso(attempted + 1),
+            "line_tracking_stopped_at": iso(stopped),
+            "line_tracking_stopped_reason": "all_containers_terminated" if stopped else None,
+        },
+        "links": {"self": f"/v2/shipments/{sid}"},
+        "relationships": {
+            "port_of_lading": {"data": {"id": pol.id, "type": "port"}},
+            "port_of_discharge": {"data": {"id": pod.id, "type": "port"}},
+            "pod_terminal": {"data": {"id": plan.pod_terminal.id, "type": "terminal"}},
+            "destination": {"data": None},
+            "destination_terminal": {"data": None},
+            "line_tracking_stopped_by_user": {"data": None},
+            "containers": {"data": [{"id": acct.container_id(ident.index, c.slot), "type": "container"}
+                                    for c in ident.containers]},
+        },
+    }
+
+
+def container_resource(acct: Account, plan: Plan, slot: int, now: int) -> dict:
+    """A `container` resource at `now`: milestones, holds, fees, LFDs and availability."""
+    cp = plan.containers[slot].detail()
+    ident = plan.ident
+    cid = acct.container_id(ident.index, slot)
+    tz = acct.world.ref.ports[plan.legs[-1].destination].time_zone
+    ms = {name: milestone(cp, name, now) for name in (
+        "empty_out", "full_in", "vessel_loaded", "vessel_departed", "vessel_arrived", "vessel_discharged",
+        "available", "full_out", "empty_in")}
+    arrived, out = ms["vessel_arrived"], ms["full_out"]
+    at_terminal = arrived is not None and out is None
+    lfd_known = now >= cp.lfd_known
+    pickup_lfd = (cp.lfd_line or cp.lfd_terminal) if lfd_known else None
+    holds = [{"name": h.name, "status": h.status, "description": h.description}
+             for h in cp.holds if at_terminal and h.appear <= now < h.clear]
+    fees = []
+    if at_terminal and ms["vessel_discharged"]:
+        if pickup_lfd is not None and now > pickup_lfd:
+            days = math.ceil((now - pickup_lfd) / DAY)
+            fees.append({"type": "demurrage", "amount": days * cp.demurrage_rate, "currency_code": "USD"})
+        if any(h.name == "VACIS" and h.appear <= now for h in cp.holds):
+            fees.append({"type": "exam", "amount": cp.exam_fee, "currency_code": "USD"})
+    available = None if arrived is None else bool(ms["available"]) and out is None
+    attempted, _ = tracking_attempt(plan, now)
+    checked = (now - ((now - plan.phase) % HOUR)) if at_terminal else None
+    patch = acct.container_patches.get(cid, {})
+    etype, elen, eheight = cp.equipment
+    return {
+        "id": cid, "type": "container",
+        "attributes": {
+            "number": cp.ident.number, "seal_number": cp.seal, "created_at": iso(ident.created_at),
+            "ref_numbers": list(patch.get("ref_numbers", acct.container_base_refs(plan, slot))),
+            "pod_arrived_at": iso(arrived), "pod_discharged_at": iso(ms["vessel_discharged"]),
+            "final_destination_full_out_at": None,
+            "holds_at_pod_terminal": holds,
+            "available_for_pickup": available,
+            "delivered_at": None,
+            "current_status": container_status(cp, now),
+            "empty_out_at": iso(ms["empty_out"]), "pol_full_in_at": iso(ms["full_in"]),
+            "pol_vessel_loaded_at": iso(ms["vessel_loaded"]), "pol_vessel_departed_at": iso(ms["vessel_departed"]),
+            "equipment_type": etype, "equipment_length": elen, "equipment_height": eheight,
+            "pod_full_out_at": iso(out), "empty_terminated_at": iso(ms["empty_in"]),
+            "terminal_checked_at": iso(checked),
+            "fees_at_pod_terminal": fees,
+            "pickup_lfd": iso(pickup_lfd),
+            "pickup_appointment_at": iso(cp.appointment[1]) if cp.appointment and now >= cp.appointment[0] else None,
+            "pod_full_out_chassis_number": cp.chassis if out else None,
+            "location_at_pod_terminal": cp.yard if at_terminal and ms["vessel_discharged"] else None,
+            "pod_last_tracking_request_at": iso(checked),
+            "shipment_last_tracking_request_at": iso(attempted),
+            "rail_last_tracking_request_at": None,
+            "availability_known": arrived is not None,
+            "pod_timezone": tz, "final_destination_timezone": None,
+            "weight_in_lbs": cp.weight_lbs, "empty_terminated_timezone": tz,
+            "pod_rail_carrier_scac": None, "ind_rail_carrier_scac": None,
+            "pod_rail_loaded_at": None, "pod_rail_departed_at": None,
+            "ind_eta_at": None, "ind_ata_at": None, "ind_rail_unloaded_at": None,
+            "ind_facility_holds": None, "ind_facility_fees": None, "ind_facility_lfd_on": None,
+            "import_deadlines": {
+                "pickup_lfd_terminal": iso(cp.lfd_terminal) if lfd_known else None,
+                "pickup_lfd_rail": None,
+                "pickup_lfd_line": iso(cp.lfd_line) if lfd_known and cp.lfd_line else None,
+            },
+            "ssl_lfd": iso(cp.lfd_line) if lfd_known and cp.lfd_line else None,
+        },
+        "links": {"self": f"/v2/containers/{cid}"},
+        "relationships": {
+            "shipment": {"data": {"id": acct.shipment_id(ident.index), "type": "shipment"}},
+            "pickup_facility": {"data": None},
+            "pod_terminal": {"data": {"id": plan.pod_terminal.id, "type": "terminal"}},
+            "transport_events": {"data": [{"id": acct.event_id(ident.index, slot, e.seq), "type": "transport_event"}
+                                          for e in cp.events if event_live(e, now)]},
+            "raw_events": {"data": []},
+        },
+    }
+
+
+def event_resource(acct: Account, plan: Plan, slot: int, e: Event, now: int) -> dict:
+    """A `transport_event` resource (live shape: value, invalidated_at, previous_version)."""
+    ref = acct.world.ref
+    port = ref.ports[e.locode]
+    idx = plan.ident.index
+    eid = acct.event_id(idx, slot, e.seq)
+    prev = acct.event_id(idx, slot, e.previous_seq) if e.previous_seq is not None else None
+    return {
+        "id": eid, "type": "transport_event",
+        "attributes": {
+            "event": e.name, "created_at": iso(e.known_at), "voyage_number": e.voyage, "timestamp": iso(e.ts),
+            "data_source": e.data_source,
+            "invalidated_at": iso(e.invalidated_at) if e.invalidated_at is not None and e.invalidated_at <= now
+            else None,
+            "location_locode": port.locode, "timezone": port.time_zone, "value": e.value,
+        },
+        "links": {"self": f"/v2/transport_events/{eid}"},
+        "relationships": {
+            "shipment": {"data": {"id": acct.shipment_id(idx), "type": "shipment"}},
+            "container": {"data": {"id": acct.container_id(idx, slot), "type": "container"}},
+            "vessel": {"data": {"id": e.vessel.id, "type": "vessel"} if e.vessel is not None else None},
+            "source_event": {"data": None},
+            "previous_version": {"data": {"id": prev, "type": "transport_event"} if prev else None},
+            "location": {"data": {"id": port.id, "type": "port"}},
+            "terminal": {"data": {"id": e.terminal, "type": "terminal"} if e.terminal else None},
+        },
+    }

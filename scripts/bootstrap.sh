@@ -1,0 +1,21 @@
+# Sourced by scripts/demo and scripts/test: installs uv into a private tools venv and syncs the
+# locked environment into .venv. Needs only a Python 3.11 interpreter on PATH.
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+python_bin="${PYTHON:-$(command -v python3.11 || command -v python3)}"
+if ! "$python_bin" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  echo "error: Python 3.11 is required (found $("$python_bin" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
+  exit 1
+fi
+
+uv_version="0.13.8"
+if [ ! -x .tools/bin/uv ] || [ "$(.tools/bin/uv --version | cut -d' ' -f2)" != "$uv_version" ]; then
+  "$python_bin" -m venv .tools
+  .tools/bin/python -m pip install --quiet --disable-pip-version-check "uv==$uv_version"
+fi
+export UV_PYTHON_DOWNLOADS=never
+.tools/bin/uv sync --frozen --python "$python_bin" --quiet
+export PATH="$repo_root/.venv/bin:$PATH"
+export RUNTIME__DLTHUB_TELEMETRY=false

@@ -1,0 +1,69 @@
+"""Shared fixtures: a REAL sandbox server over loopback (session-scoped, read-mostly) and a factory
+for function-scoped servers (state mutation, short rate windows, faults)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+FULL_KEY = "sbx_test_full_5f2b8c1d9e7a4b3c"
+FULL_KEY_2 = "sbx_test_full_second_77aa11bb"
+BASIC_KEY = "sbx_test_basic_0a9b8c7d6e5f"
+REVOKED_KEY = "sbx_test_revoked_1122334455"
+SEED = 7
+SHIPMENTS = 60
+
+
+def shared_dir() -> Path:
+    """The shared reference dir: `<repo>/../shared`, or $OCEAN_TRACKING_SHARED_DIR."""
+    env = os.environ.get("OCEAN_TRACKING_SHARED_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared"
+
+
+def _settings(**overrides):
+    from sandbox.config import Settings
+
+    base = dict(host="127.0.0.1", port=0, seed=SEED, shipments=SHIPMENTS, api_keys=[FULL_KEY, FULL_KEY_2],
+                no_routing_keys=[BASIC_KEY], revoked_keys=[REVOKED_KEY], signing_secret="test-secret")
+    base.update(overrides)
+    return Settings(**base)
+
+
+def _world(settings):
+    from sandbox.world import SimClock, World
+
+    start = settings.start_time()
+    return World(settings.seed, settings.shipments, start), SimClock(start, settings.speed)
+
+
+@pytest.fixture(scope="session")
+def sandbox() -> Iterator:
+    """A session-wide server with generous limits (so the suite never trips them) and no faults."""
+    from sandbox.server import SandboxServer
+
+    settings = _settings(limits={"default": 100_000, "tracking_requests_create": 100_000,
+                                 "infer_number": 100_000, "refresh": 100_000})
+    server = SandboxServer(settings, *_world(settings)).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def make_sandbox() -> Iterator[Callable[..., object]]:
+    """Factory for fresh servers (own world, limits, faults); all are stopped after the test."""
+    from sandbox.server import SandboxServer
+
+    started = []
+
+    def make(**overrides):
+        settings = _settings(**overrides)
+        server = SandboxServer(settings, *_world(settings)).start()
+        started.append(server)
+        return server
+
+    yield make
+    for s in started:
+        s.stop()

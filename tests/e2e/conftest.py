@@ -1,0 +1,91 @@
+"""Helpers for whole-flow tests: a client pointed at a sandbox, one sync into a DuckDB file, reads back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+import requests
+
+from pipelines.client import OceanTrackingClient
+from pipelines.config import load_settings
+from pipelines.pipeline import DATASET_NAME, duckdb_target, make_pipeline, run_sync
+from pipelines.source import ocean_tracking
+from pipelines.spatial import load_spatial
+from tests.conftest import FULL_KEY
+
+
+@dataclass
+class SyncResult:
+    """What one sync spent and where it wrote."""
+
+    stats: dict[str, Any]
+    duckdb_path: Path
+
+    def query(self, sql: str) -> list[tuple]:
+        """Run SQL against the dataset (schema `ocean_tracking` is the search path)."""
+        with duckdb.connect(str(self.duckdb_path), read_only=True) as con:
+            load_spatial(con)
+            con.execute(f"set search_path = '{DATASET_NAME}'")
+            return con.execute(sql).fetchall()
+
+    def scalar(self, sql: str) -> Any:
+        """First column of the first row."""
+        return self.query(sql)[0][0]
+
+    @property
+    def requests(self) -> int:
+        """Requests sent in all buckets (retries included)."""
+        return sum(self.stats["requests"].values())
+
+
+def make_client(server, workdir: Path, *, key: str = FULL_KEY, window: float = 0.05, **overrides):
+    """A client for `server` whose limiter matches the sandbox's (scaled) window and lives in workdir."""
+    settings = load_settings(
+        api_key=key,
+        base_url=server.base_url,
+        app_url=server.app_url,
+        rate_window_seconds=window,
+        limiter_path=workdir / "limiter.sqlite",
+        **overrides,
+    )
+    return OceanTrackingClient(settings)
+
+
+def sync_once(server, workdir: Path, *, key: str = FULL_KEY, window: float = 0.05, **source_args) -> SyncResult:
+    """One full sync of `server` into `workdir/warehouse.duckdb` with a pipeline dir in workdir."""
+    target = duckdb_target(workdir / "warehouse.duckdb")
+    with make_client(server, workdir, key=key, window=window) as client:
+        pipeline = make_pipeline(target, pipelines_dir=workdir / "dlt")
+        run_sync(pipeline, ocean_tracking(client=client, **source_args), target)
+        return SyncResult(client.stats(), target.duckdb_path)
+
+
+def advance_clock(server, seconds: float) -> None:
+    """Move the sandbox's simulated clock forward."""
+    response = requests.post(f"{server.root_url}/_sandbox/clock", json={"advance_seconds": seconds}, timeout=10)
+    response.raise_for_status()
+
+
+def sandbox_stats(server) -> dict[str, Any]:
+    """The sandbox's own counters (requests per key fingerprint and bucket, 429s, faults)."""
+    return requests.get(f"{server.root_url}/_sandbox/stats", timeout=10).json()
+
+
+def api_total(server, path: str, key: str = FULL_KEY) -> int:
+    """The service's own count of a list endpoint, read from `meta.total`."""
+    response = requests.get(
+        f"{server.base_url}{path}", params={"page[size]": 1}, headers={"Authorization": f"Token {key}"}, timeout=10
+    )
+    response.raise_for_status()
+    return response.json()["meta"]["total"]
+
+
+@pytest.fixture
+def fresh_sandbox(make_sandbox):
+    """A sandbox of our own (these tests advance its clock) with generous limits."""
+    return make_sandbox(limits={"default": 100_000, "tracking_requests_create": 100_000,
+                                "infer_number": 100_000, "refresh": 100_000})

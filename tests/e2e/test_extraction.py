@@ -1,0 +1,180 @@
+"""The dlt source against the real sandbox over HTTP: full load, idempotent reruns, change capture,
+state across processes, missing entitlement, the rate limit at full speed and under 429 storms."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+
+from tests.conftest import BASIC_KEY, FULL_KEY
+from tests.e2e.conftest import advance_clock, api_total, sandbox_stats, sync_once
+
+ENTITY_TABLES = (
+    "shipments",
+    "containers",
+    "transport_events",
+    "tracking_requests",
+    "parties",
+    "terminals",
+    "ports",
+    "vessels",
+    "shipping_lines",
+    "map_features",
+)
+
+
+def _route_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {route: count - before.get(route, 0) for route, count in after.items() if count != before.get(route, 0)}
+
+
+def _duplicate_ids(result, table: str) -> int:
+    return result.scalar(f"select count(*) - count(distinct id) from {table}")
+
+
+def test_full_load_lands_every_table_with_the_services_counts(fresh_sandbox, tmp_path):
+    result = sync_once(fresh_sandbox, tmp_path)
+
+    for table in ENTITY_TABLES:
+        assert result.scalar(f"select count(*) from {table}") > 0, table
+    assert result.scalar("select count(*) from shipments") == api_total(fresh_sandbox, "/shipments")
+    assert result.scalar("select count(*) from containers") == api_total(fresh_sandbox, "/containers")
+    assert result.scalar("select count(*) from parties") == api_total(fresh_sandbox, "/parties")
+    for table in ENTITY_TABLES[:-1]:
+        assert _duplicate_ids(result, table) == 0, table
+    # attributes are plain columns, relationships are <name>_id columns
+    columns = {row[0] for row in result.query("select column_name from information_schema.columns "
+                                              "where table_name = 'shipments'")}
+    assert {"bill_of_lading_number", "pod_eta_at", "port_of_lading_id", "pod_terminal_id"} <= columns
+    assert not any(column.startswith("attributes__") for column in columns)
+    # holds and fees are nested tables joined to their container
+    orphans = result.scalar(
+        "select count(*) from containers__fees_at_pod_terminal f "
+        "left join containers c on c._dlt_id = f._dlt_parent_id where c.id is null"
+    )
+    assert orphans == 0
+    # every container belongs to a loaded shipment; every event to a loaded container
+    assert result.scalar("select count(*) from containers where shipment_id not in (select id from shipments)") == 0
+    assert result.scalar(
+        "select count(*) from transport_events where container_id not in (select id from containers)"
+    ) == 0
+    # port coordinates arrive as strings on the live service and land as numbers
+    assert result.scalar("select data_type from information_schema.columns "
+                         "where table_name = 'ports' and column_name = 'latitude'") == "DOUBLE"
+
+
+def test_map_features_are_typed_rows_with_real_geometries(fresh_sandbox, tmp_path):
+    result = sync_once(fresh_sandbox, tmp_path)
+
+    types = {row[0] for row in result.query("select distinct feature_type from map_features")}
+    assert {"port", "past_vessel_locations"} <= types
+    invalid = result.scalar("select count(*) from map_features_geo where geometry is not null "
+                            "and not st_isvalid(geometry)")
+    assert invalid == 0
+    kinds = {row[0] for row in result.query("select distinct st_geometrytype(geometry)::varchar from map_features_geo")}
+    assert kinds <= {"POINT", "LINESTRING"}
+    # point_count is the number of vertices of the line it describes
+    mismatched = result.scalar(
+        "select count(*) from map_features_geo where point_count is not null and st_npoints(geometry) != point_count"
+    )
+    assert mismatched == 0
+
+
+def test_second_run_adds_nothing_and_spends_only_the_pages(fresh_sandbox, tmp_path):
+    first = sync_once(fresh_sandbox, tmp_path)
+    counts = {table: first.scalar(f"select count(*) from {table}") for table in ENTITY_TABLES}
+
+    second = sync_once(fresh_sandbox, tmp_path)
+
+    assert {table: second.scalar(f"select count(*) from {table}") for table in ENTITY_TABLES} == counts
+    for table in ENTITY_TABLES[:-1]:
+        assert _duplicate_ids(second, table) == 0, table
+    # the minimum: one page each of shipments, tracking requests (incremental), parties, shipping lines;
+    # no map is due within the hour, no reference id is new, every event arrived in the pages
+    shipment_pages = -(-api_total(fresh_sandbox, "/shipments") // 100)
+    assert second.stats["requests"] == {"default": shipment_pages + 3}
+
+
+def test_changes_land_after_the_clock_moves(fresh_sandbox, tmp_path):
+    first = sync_once(fresh_sandbox, tmp_path)
+    etas_before = dict(first.query("select id, pod_eta_at from shipments"))
+    events_before = first.scalar("select count(*) from transport_events")
+
+    advance_clock(fresh_sandbox, 5 * 24 * 3600)
+    second = sync_once(fresh_sandbox, tmp_path)
+
+    etas_after = dict(second.query("select id, pod_eta_at from shipments"))
+    assert any(etas_after[id_] != eta for id_, eta in etas_before.items()), "no ETA moved in five days"
+    assert second.scalar("select count(*) from transport_events") > events_before
+    assert _duplicate_ids(second, "transport_events") == 0
+    # maps of containers at sea were due again after more than an hour
+    shipment_pages = -(-api_total(fresh_sandbox, "/shipments") // 100)
+    assert second.stats["requests"]["default"] > shipment_pages + 3
+
+
+def test_incremental_state_survives_a_new_process(fresh_sandbox, tmp_path):
+    env = {
+        **os.environ,
+        "SOURCES__OCEAN_TRACKING__API_KEY": FULL_KEY,
+        "SOURCES__OCEAN_TRACKING__BASE_URL": fresh_sandbox.base_url,
+        "SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS": "0.05",
+        "SOURCES__OCEAN_TRACKING__LIMITER_PATH": str(tmp_path / "limiter.sqlite"),
+        "DLT_DATA_DIR": str(tmp_path / "dlt-home"),
+    }
+    command = [sys.executable, "-m", "pipelines", "sync", "--duckdb", str(tmp_path / "o.duckdb"), "--no-progress"]
+    by_id = ("GET /v2/vessels", "GET /v2/ports", "GET /v2/terminals")
+    start = sandbox_stats(fresh_sandbox)["requests_by_route"]
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    middle = sandbox_stats(fresh_sandbox)["requests_by_route"]
+    first_spent = _route_delta(start, middle)
+    assert any("map_geojson" in route for route in first_spent), first_spent
+    assert any(route.startswith(by_id) for route in first_spent), first_spent
+    # the local pipeline state is gone: a new machine with only the DuckDB file
+    shutil.rmtree(tmp_path / "dlt-home", ignore_errors=True)
+
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+    assert second.returncode == 0, second.stdout + second.stderr
+    spent = _route_delta(middle, sandbox_stats(fresh_sandbox)["requests_by_route"])
+    assert not any("map_geojson" in route for route in spent), spent
+    assert not any(route.startswith(by_id) for route in spent), spent
+    assert FULL_KEY not in first.stdout + first.stderr + second.stdout + second.stderr
+
+
+def test_missing_routing_entitlement_turns_maps_off_with_one_warning(fresh_sandbox, tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="pipelines"):
+        result = sync_once(fresh_sandbox, tmp_path, key=BASIC_KEY)
+
+    assert result.scalar("select count(*) from shipments") == api_total(fresh_sandbox, "/shipments", BASIC_KEY)
+    tables = {row[0] for row in result.query("select table_name from information_schema.tables")}
+    assert "map_features" not in tables
+    warnings = [r for r in caplog.records if "Routing Data entitlement" in r.getMessage()]
+    assert len(warnings) == 1
+    assert BASIC_KEY not in caplog.text
+
+
+def test_full_speed_in_a_scaled_window_receives_no_429(make_sandbox, tmp_path):
+    server = make_sandbox(rate_window=2.0)
+
+    result = sync_once(server, tmp_path, window=2.0)
+
+    assert result.requests > 100, "the sync must outlast one window for this test to mean anything"
+    assert result.stats["responses_429"] == 0
+    assert sandbox_stats(server)["rate_limited_by_key"] == {}
+
+
+def test_retry_after_is_honoured_under_a_429_storm(make_sandbox, tmp_path):
+    clean = sync_once(make_sandbox(), tmp_path / "clean")
+    stormy_server = make_sandbox(faults="429", fault_rate=0.2)
+
+    stormy = sync_once(stormy_server, tmp_path / "stormy")
+
+    assert stormy.stats["responses_429"] > 0
+    for table in ENTITY_TABLES:
+        assert stormy.scalar(f"select count(*) from {table}") == clean.scalar(f"select count(*) from {table}"), table
+    assert stormy.query("select id, pod_eta_at from shipments order by id") == clean.query(
+        "select id, pod_eta_at from shipments order by id"
+    )

@@ -1,0 +1,56 @@
+"""Test helpers: a small Token-authenticated client, content-type checks and OpenAPI schema access."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+import requests
+
+JSONAPI = "application/vnd.api+json"
+
+
+class Client:
+    """requests wrapper bound to one sandbox base_url (ending in /v2) and one key (or none)."""
+
+    def __init__(self, base_url: str, key: str | None, auth: str | None = None) -> None:
+        self.base_url = base_url
+        self.s = requests.Session()
+        if auth is not None:
+            self.s.headers["Authorization"] = auth
+        elif key is not None:
+            self.s.headers["Authorization"] = f"Token {key}"
+
+    def url(self, path: str) -> str:
+        """Absolute URL for a path relative to /v2 (or an absolute URL unchanged)."""
+        return path if path.startswith("http") else self.base_url + path
+
+    def get(self, path: str, **kw) -> requests.Response:
+        return self.s.get(self.url(path), timeout=kw.pop("timeout", 30), **kw)
+
+    def post(self, path: str, body=None, **kw) -> requests.Response:
+        return self.s.post(self.url(path), json=body, timeout=kw.pop("timeout", 30), **kw)
+
+    def patch(self, path: str, body=None, **kw) -> requests.Response:
+        return self.s.patch(self.url(path), json=body, timeout=kw.pop("timeout", 30), **kw)
+
+
+def ok(resp: requests.Response, status: int = 200) -> dict:
+    """Assert the status and the JSON:API content type; return the JSON body."""
+    assert resp.status_code == status, (resp.status_code, resp.text[:500])
+    assert resp.headers["content-type"].startswith(JSONAPI), resp.headers["content-type"]
+    return resp.json()
+
+
+def errors(resp: requests.Response, status: int) -> list[dict]:
+    """Assert a JSON:API error document with `status` and return its errors."""
+    body = ok(resp, status)
+    assert body["errors"] and all(e["status"] == str(status) for e in body["errors"])
+    return body["errors"]
+
+
+@lru_cache(maxsize=1)
+def openapi(path: str) -> dict:
+    """The vendor's OpenAPI document."""
+    with open(path) as fh:
+        return json.load(fh)

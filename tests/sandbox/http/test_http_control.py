@@ -1,0 +1,83 @@
+"""Control endpoints under /_sandbox/ and the CLI's ready line."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import requests
+
+from tests.conftest import FULL_KEY
+from tests.sandbox.http.http_helpers import Client, ok
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_clock_get_and_advance(make_sandbox):
+    srv = make_sandbox()
+    before = datetime.fromisoformat(requests.get(srv.root_url + "/_sandbox/clock", timeout=5).json()["now"])
+    after = requests.post(srv.root_url + "/_sandbox/clock", json={"advance_seconds": 86400}, timeout=5).json()
+    delta = datetime.fromisoformat(after["now"]) - before
+    assert 86400 <= delta.total_seconds() < 86400 + 60
+    for bad in ({"advance_seconds": -1}, {"advance_seconds": "x"}, {}):
+        assert requests.post(srv.root_url + "/_sandbox/clock", json=bad, timeout=5).status_code == 400
+    assert requests.post(srv.root_url + "/_sandbox/clock", data=b"{", timeout=5).status_code == 400
+
+
+def test_stats_and_reset(make_sandbox):
+    srv = make_sandbox()
+    cl = Client(srv.base_url, FULL_KEY)
+    for _ in range(3):
+        ok(cl.get("/shipments?page[size]=1"))
+    cl.s.get(srv.base_url + "/shipments", headers={"Authorization": "Token wrong"}, timeout=5)
+    stats = requests.get(srv.root_url + "/_sandbox/stats", timeout=5).json()
+    (fp,) = stats["requests_by_key"]
+    assert fp.startswith("key_") and FULL_KEY not in fp
+    assert stats["requests_by_key"][fp]["default"] == 3
+    assert stats["requests_by_route"]["GET /v2/shipments"] == 3
+    assert stats["unauthorized"] == 1
+    assert {"rate_limited_total", "faults_served"} <= set(stats)
+    reset = requests.post(srv.root_url + "/_sandbox/stats/reset", timeout=5).json()
+    assert reset["requests_by_key"] == {} and reset["unauthorized"] == 0
+
+
+def test_health(sandbox):
+    body = requests.get(sandbox.root_url + "/_sandbox/health", timeout=5).json()
+    assert body["status"] == "ok" and set(body["accounts"]) >= {"primary", "basic"}
+
+
+def test_cli_prints_ready_line_and_serves():
+    env = {**os.environ, "SANDBOX_RATE_WINDOW": "5"}
+    proc = subprocess.Popen([sys.executable, "-m", "sandbox", "--port", "0", "--shipments", "50", "--seed", "3",
+                             "--api-key", "cli-key-123", "--api-key-no-routing", "cli-basic-456",
+                             "--revoked-key", "cli-old-789"], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        m = re.search(r"base_url=(\S+/v2) app_url=(\S+/app)", line)
+        assert m, line
+        assert "api_key=cli-key-123" in line and "api_key_no_routing=cli-basic-456" in line
+        base = m.group(1)
+        assert requests.get(base + "/shipments", headers={"Authorization": "Token cli-key-123"}, timeout=10).ok
+        assert requests.get(base + "/shipments", headers={"Authorization": "Token cli-old-789"},
+                            timeout=10).status_code == 401
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_cli_generates_a_key_when_none_given():
+    proc = subprocess.Popen([sys.executable, "-m", "sandbox", "--port", "0", "--shipments", "50"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        key = re.search(r"api_key=(\S+)", line).group(1)
+        base = re.search(r"base_url=(\S+)", line).group(1)
+        assert requests.get(base + "/parties", headers={"Authorization": f"Token {key}"}, timeout=10).ok
+    finally:
+        proc.terminate()
+        proc.wait(10)
