@@ -16,6 +16,7 @@ from rich.table import Table
 from pipelines.client import OceanTrackingClient
 from pipelines.config import load_settings
 from pipelines.errors import PipelineError
+from pipelines.exports import DEFAULT_GEOPARQUET_PATH, export_map_features_geoparquet
 from pipelines.pipeline import (
     DEFAULT_DUCKDB_PATH,
     DEFAULT_LAKE_URL,
@@ -68,6 +69,9 @@ def _add_destination_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--lake-url", default=str(DEFAULT_LAKE_URL), help="bucket URL for --destination filesystem")
     parser.add_argument("--no-maps", action="store_true", help="skip route maps")
+    parser.add_argument(
+        "--geoparquet", type=Path, default=DEFAULT_GEOPARQUET_PATH, help="where to write the map features"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no live status line")
 
 
@@ -88,6 +92,10 @@ def sync(args: argparse.Namespace, *, base_url: str | None, api_key: str | None,
             run_sync(pipeline, source, target)
         stats = client.stats()
     _print_summary(target, stats, time.monotonic() - started)
+    if target.duckdb_path is not None and not args.no_maps:
+        written = export_map_features_geoparquet(target.duckdb_path, args.geoparquet)
+        if written:
+            console.print(f"GeoParquet of the map features: {written}")
     return 0
 
 

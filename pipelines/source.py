@@ -170,8 +170,11 @@ def ocean_tracking(
         wanted = _related_ids(page, {"transport_event": ("vessel_id",)})
         yield _coerce_floats("vessels", fetched_once.fetch("vessel", "/vessels/{}", wanted))
 
+    # A map is a snapshot: on DuckDB (delete-insert) the merge key swaps all of a container's features at
+    # once; Delta lakes only upsert, by the primary key.
     @dlt.transformer(
         data_from=shipment_pages,
+        primary_key=("container_id", "feature_index"),
         merge_key="container_id",
         write_disposition="merge",
     )

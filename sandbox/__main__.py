@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 import time
 
 from .config import settings_from_args
@@ -20,6 +21,11 @@ def main(argv: list[str] | None = None) -> int:
                     + [f"revoked_key={k}" for k in settings.revoked_keys])
     print(f"SANDBOX READY base_url={server.base_url} app_url={server.app_url} {keys} "
           f"startup_s={time.monotonic() - t0:.2f}", flush=True)
+
+    # Serve at once; load the sea-lane network and search indexes behind it so the first map or
+    # search request does not pay seconds of setup at 100k shipments.
+    threading.Thread(target=server.state.world.warm_up, kwargs={"indexes": True}, name="warm-up",
+                     daemon=True).start()
 
     def _stop(signum: int, frame: object) -> None:
         server.stop()

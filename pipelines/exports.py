@@ -1,0 +1,34 @@
+"""Files derived from the loaded warehouse: GeoParquet of the map features for GIS tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from pipelines.geo import write_geoparquet
+from pipelines.pipeline import DATA_DIR, DATASET_NAME
+
+DEFAULT_GEOPARQUET_PATH = DATA_DIR / "map_features.parquet"
+
+
+def export_map_features_geoparquet(
+    duckdb_path: Path, out_path: Path = DEFAULT_GEOPARQUET_PATH, dataset_name: str = DATASET_NAME
+) -> Path | None:
+    """Write every loaded map feature as GeoParquet (EPSG:4326); None when no map was loaded.
+
+    Reads the raw WKB columns through Arrow (no per-row Python) and lets geopandas write the
+    GeoParquet metadata that QGIS, GDAL and DuckDB's reader expect.
+    """
+    with duckdb.connect(str(duckdb_path), read_only=True) as con:
+        exists = con.execute(
+            "select count(*) from information_schema.tables where table_schema = ? and table_name = 'map_features'",
+            [dataset_name],
+        ).fetchone()[0]
+        if not exists:
+            return None
+        table = con.execute(
+            f"select columns(c -> not starts_with(c, '_dlt_')) from {dataset_name}.map_features "
+            "order by container_id, feature_index"
+        ).fetch_arrow_table()
+    return write_geoparquet(table, out_path)
