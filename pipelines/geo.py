@@ -204,7 +204,9 @@ def split_antimeridian(coords: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     east = x0 > 0  # heading east over +180 (e.g. 179 -> -179): the far point sits at x1 + 360
     edge = np.where(east, 180.0, -180.0)
     x1_unwrapped = np.where(east, x1 + 360.0, x1 - 360.0)
-    t = (edge - x0) / (x1_unwrapped - x0)
+    span = x1_unwrapped - x0
+    # a segment from +180 to -180 has no width once unwrapped: it crosses at its first vertex
+    t = np.divide(edge - x0, span, out=np.zeros_like(span), where=span != 0)
     y_cross = y0 + t * (y1 - y0)
 
     # Output layout: vertex k lands at k + 2 * (crossings before k); a crossing after vertex k adds

@@ -57,9 +57,34 @@ FLOAT_COLUMNS = {
 }
 
 
-def _json_columns(table: str) -> dict[str, dict[str, str]]:
+# Attributes the live service sends but the spec lacks (API-NOTES §0/§12, seen in the captured live
+# fixtures). They are null on most rows (every row of the captures), and dlt creates no column for an
+# attribute that has only ever been null, so without a declared type a sync of such pages leaves them out
+# of the schema and SQL that names them fails until a non-null value happens to arrive.
+LIVE_ONLY_COLUMNS = {
+    "shipments": {"pol_original_etd_at": "timestamp", "destination_original_eta_at": "timestamp"},
+    "containers": {
+        "delivered_at": "timestamp",
+        "empty_out_at": "timestamp",
+        "pol_full_in_at": "timestamp",
+        "pol_vessel_loaded_at": "timestamp",
+        "pol_vessel_departed_at": "timestamp",
+        "rail_last_tracking_request_at": "timestamp",
+        "ssl_lfd": "timestamp",
+    },
+    "transport_events": {"invalidated_at": "timestamp", "value": "text"},
+}
+
+
+def _column_hints(table: str) -> dict[str, dict[str, Any]]:
+    """Column hints of a table: string lists as JSON, live-only attributes with their type (nullable)."""
     # a fresh dict per column: dlt writes the column name into the hint it is given
-    return {name: {"data_type": "json"} for name in STRING_LIST_COLUMNS.get(table, ())}
+    columns: dict[str, dict[str, Any]] = {
+        name: {"data_type": data_type, "nullable": True}
+        for name, data_type in LIVE_ONLY_COLUMNS.get(table, {}).items()
+    }
+    columns.update({name: {"data_type": "json"} for name in STRING_LIST_COLUMNS.get(table, ())})
+    return columns
 
 
 def _coerce_floats(table: str, rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -97,13 +122,32 @@ def ocean_tracking(
     def shipment_pages() -> Iterator[dict[str, Any]]:
         params = {"page[size]": PAGE_SIZE, "include": ",".join(SHIPMENT_INCLUDES)}
         for document in client.paginate("/shipments", params=params):
-            yield rows_by_type(document)
+            page = rows_by_type(document)
+            # in the page, so the vessels and ports these events name are fetched too
+            page.setdefault("transport_event", []).extend(_events_not_included(page))
+            yield page
+
+    def _events_not_included(page: dict[str, list[dict]]) -> list[dict]:
+        """Events of containers whose events the page lacks (the live service may ignore the nested
+        include), fetched only when the container's event ids changed since the last run."""
+        known = {row["id"] for row in page.get("transport_event", [])}
+        seen_sets = dlt.current.source_state().setdefault("event_ids_by_container", {})
+        rows: list[dict] = []
+        for container in page.get("container", []):
+            event_ids = sorted(container.get("transport_events_ids") or [])
+            if event_ids and not set(event_ids) <= known and seen_sets.get(container["id"]) != event_ids:
+                for document in client.paginate(
+                    f"/containers/{container['id']}/transport_events", params={"page[size]": PAGE_SIZE}
+                ):
+                    rows.extend(rows_by_type(document).get("transport_event", []))
+            seen_sets[container["id"]] = event_ids
+        return rows
 
     @dlt.transformer(
         data_from=shipment_pages,
         primary_key="id",
         write_disposition="merge",
-        columns=_json_columns("shipments"),
+        columns=_column_hints("shipments"),
     )
     def shipments(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
         yield page.get("shipment", [])
@@ -112,32 +156,19 @@ def ocean_tracking(
         data_from=shipment_pages,
         primary_key="id",
         write_disposition="merge",
-        columns=_json_columns("containers"),
+        columns=_column_hints("containers"),
     )
     def containers(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
         yield page.get("container", [])
 
-    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge")
+    @dlt.transformer(
+        data_from=shipment_pages,
+        primary_key="id",
+        write_disposition="merge",
+        columns=_column_hints("transport_events"),
+    )
     def transport_events(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
-        included = page.get("transport_event", [])
-        if included:
-            yield included
-        known = {row["id"] for row in included}
-        seen_sets = dlt.current.resource_state().setdefault("event_ids_by_container", {})
-        for container in page.get("container", []):
-            event_ids = sorted(container.get("transport_events_ids") or [])
-            if not event_ids or set(event_ids) <= known:
-                seen_sets[container["id"]] = event_ids
-                continue
-            if seen_sets.get(container["id"]) == event_ids:
-                continue
-            rows = []
-            for document in client.paginate(
-                f"/containers/{container['id']}/transport_events", params={"page[size]": PAGE_SIZE}
-            ):
-                rows.extend(rows_by_type(document).get("transport_event", []))
-            seen_sets[container["id"]] = event_ids
-            yield rows
+        yield page.get("transport_event", [])
 
     @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge")
     def terminals(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
@@ -145,11 +176,14 @@ def ocean_tracking(
         fetched_once.mark_seen("terminal", (row["id"] for row in included))
         yield included
         wanted = _related_ids(page, {"container": ("pod_terminal_id", "pickup_facility_id")})
-        wanted |= _related_ids(page, {"shipment": ("pod_terminal_id", "destination_terminal_id")})
+        wanted |= _related_ids(
+            page,
+            {"shipment": ("pod_terminal_id", "destination_terminal_id"), "transport_event": ("terminal_id",)},
+        )
         yield fetched_once.fetch("terminal", "/terminals/{}", wanted)
 
     @dlt.transformer(
-        data_from=shipment_pages, primary_key="id", write_disposition="merge", columns=_json_columns("ports")
+        data_from=shipment_pages, primary_key="id", write_disposition="merge", columns=_column_hints("ports")
     )
     def ports(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
         included = page.get("port", [])
@@ -200,7 +234,7 @@ def ocean_tracking(
         if collected:
             yield feature_collections_to_table(collected)
 
-    @dlt.resource(primary_key="id", write_disposition="merge", columns=_json_columns("tracking_requests"))
+    @dlt.resource(primary_key="id", write_disposition="merge", columns=_column_hints("tracking_requests"))
     def tracking_requests(
         updated_at: dlt.sources.incremental[str] = dlt.sources.incremental(
             "updated_at", initial_value="1970-01-01T00:00:00Z", lag=tracking_requests_lag_seconds
@@ -215,7 +249,7 @@ def ocean_tracking(
         for document in client.paginate("/parties", params={"page[size]": PAGE_SIZE}):
             yield rows_by_type(document).get("party", [])
 
-    @dlt.resource(primary_key="id", write_disposition="merge", columns=_json_columns("shipping_lines"))
+    @dlt.resource(primary_key="id", write_disposition="merge", columns=_column_hints("shipping_lines"))
     def shipping_lines() -> Iterator[list[dict]]:
         for document in client.paginate("/shipping_lines", params={"page[size]": PAGE_SIZE}):
             yield rows_by_type(document).get("shipping_line", [])
@@ -280,7 +314,7 @@ class _FetchedOnce:
         """Turn maps off for this run with one warning: the account lacks the routing entitlement."""
         if not self.maps_disabled:
             logger.warning(
-                "Route maps skipped: %s. The account needs the Routing Data entitlement; "
+                "Route maps skipped (%s). The account needs the Routing Data entitlement; "
                 "every other table still loads.",
                 error,
             )

@@ -60,6 +60,12 @@ def test_full_load_lands_every_table_with_the_services_counts(fresh_sandbox, tmp
     assert result.scalar(
         "select count(*) from transport_events where container_id not in (select id from containers)"
     ) == 0
+    # references named only by events (terminals, vessels) are fetched by id and resolve
+    for column, table in (("terminal_id", "terminals"), ("vessel_id", "vessels")):
+        assert result.scalar(
+            f"select count(*) from transport_events where {column} is not null "
+            f"and {column} not in (select id from {table})"
+        ) == 0, column
     # port coordinates arrive as strings on the live service and land as numbers
     assert result.scalar("select data_type from information_schema.columns "
                          "where table_name = 'ports' and column_name = 'latitude'") == "DOUBLE"
