@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +85,12 @@ def api_total(server, path: str, key: str = FULL_KEY) -> int:
     return response.json()["meta"]["total"]
 
 
+FROZEN_START = datetime(2026, 11, 1, tzinfo=UTC)
+GENEROUS_LIMITS = {"default": 100_000, "tracking_requests_create": 100_000, "infer_number": 100_000, "refresh": 100_000}
+
+
 @pytest.fixture
 def fresh_sandbox(make_sandbox):
-    """A sandbox of our own (these tests advance its clock) with generous limits."""
-    return make_sandbox(limits={"default": 100_000, "tracking_requests_create": 100_000,
-                                "infer_number": 100_000, "refresh": 100_000})
+    """A sandbox of our own with generous limits and a frozen clock: only the test moves time, so two
+    syncs a few seconds apart see the same world unless the test says otherwise."""
+    return make_sandbox(limits=GENEROUS_LIMITS, start=FROZEN_START, speed=0.0)

@@ -10,7 +10,14 @@ import subprocess
 import sys
 
 from tests.conftest import BASIC_KEY, FULL_KEY
-from tests.e2e.conftest import advance_clock, api_total, sandbox_stats, sync_once
+from tests.e2e.conftest import (
+    FROZEN_START,
+    GENEROUS_LIMITS,
+    advance_clock,
+    api_total,
+    sandbox_stats,
+    sync_once,
+)
 
 ENTITY_TABLES = (
     "shipments",
@@ -173,8 +180,12 @@ def test_full_speed_in_a_scaled_window_receives_no_429(make_sandbox, tmp_path):
 
 
 def test_retry_after_is_honoured_under_a_429_storm(make_sandbox, tmp_path):
-    clean = sync_once(make_sandbox(), tmp_path / "clean")
-    stormy_server = make_sandbox(faults="429", fault_rate=0.2)
+    # two sandboxes frozen at one instant, so both serve the same world
+    frozen = {"start": FROZEN_START, "speed": 0.0, "limits": GENEROUS_LIMITS}
+    clean_server = make_sandbox(**frozen)
+    clean = sync_once(clean_server, tmp_path / "clean")
+    assert clean.stats["responses_429"] == 0
+    stormy_server = make_sandbox(faults="429", fault_rate=0.2, **frozen)
 
     stormy = sync_once(stormy_server, tmp_path / "stormy")
 
