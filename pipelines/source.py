@@ -42,6 +42,14 @@ SHIPMENT_INCLUDES = (
     "destination_terminal",
 )
 TRACKING_REQUEST_LAG_SECONDS = 300
+ETA_HISTORY_COLUMNS = (
+    "pol_etd_at",
+    "pol_atd_at",
+    "pod_eta_at",
+    "pod_ata_at",
+    "destination_eta_at",
+    "destination_ata_at",
+)
 
 # String lists stay one JSON column each instead of a child table per list.
 STRING_LIST_COLUMNS = {
@@ -152,6 +160,20 @@ def ocean_tracking(
     def shipments(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
         yield page.get("shipment", [])
 
+    # The API only shows a shipment's latest dates; SCD2 keeps every version across syncs, with
+    # `_dlt_valid_from` / `_dlt_valid_to` marking when each was seen.
+    @dlt.transformer(
+        data_from=shipment_pages,
+        merge_key="shipment_id",
+        write_disposition={"disposition": "merge", "strategy": "scd2"},
+        columns={name: {"data_type": "timestamp", "nullable": True} for name in ETA_HISTORY_COLUMNS},
+    )
+    def shipment_eta_history(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
+        yield [
+            {"shipment_id": row["id"], **{name: row.get(name) for name in ETA_HISTORY_COLUMNS}}
+            for row in page.get("shipment", [])
+        ]
+
     @dlt.transformer(
         data_from=shipment_pages,
         primary_key="id",
@@ -257,6 +279,7 @@ def ocean_tracking(
     return (
         shipment_pages,
         shipments,
+        shipment_eta_history,
         containers,
         transport_events,
         terminals,

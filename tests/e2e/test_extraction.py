@@ -119,7 +119,12 @@ def test_changes_land_after_the_clock_moves(fresh_sandbox, tmp_path):
     second = sync_once(fresh_sandbox, tmp_path)
 
     etas_after = dict(second.query("select id, pod_eta_at from shipments"))
-    assert any(etas_after[id_] != eta for id_, eta in etas_before.items()), "no ETA moved in five days"
+    moved = {id_ for id_, eta in etas_before.items() if etas_after[id_] != eta}
+    assert moved, "no ETA moved in five days"
+    # the history keeps the superseded ETA with a closed validity window, and one open row per shipment
+    closed = dict(second.query("select shipment_id, pod_eta_at from shipment_eta_history where _dlt_valid_to is not null"))
+    assert {id_ for id_ in moved if closed.get(id_) == etas_before[id_]} == moved
+    assert second.scalar("select count(*) from shipment_eta_history where _dlt_valid_to is null") == len(etas_after)
     assert second.scalar("select count(*) from transport_events") > events_before
     assert _duplicate_ids(second, "transport_events") == 0
     # maps of containers at sea were due again after more than an hour
