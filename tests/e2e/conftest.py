@@ -56,10 +56,19 @@ def make_client(server, workdir: Path, *, key: str = FULL_KEY, window: float = 0
     return OceanTrackingClient(settings)
 
 
-def sync_once(server, workdir: Path, *, key: str = FULL_KEY, window: float = 0.05, **source_args) -> SyncResult:
-    """One full sync of `server` into `workdir/warehouse.duckdb` with a pipeline dir in workdir."""
+def sync_once(
+    server,
+    workdir: Path,
+    *,
+    key: str = FULL_KEY,
+    window: float = 0.05,
+    settings: dict[str, Any] | None = None,
+    **source_args,
+) -> SyncResult:
+    """One full sync of `server` into `workdir/warehouse.duckdb` with a pipeline dir in workdir;
+    `settings` overrides client settings (timeouts, attempts)."""
     target = duckdb_target(workdir / "warehouse.duckdb")
-    with make_client(server, workdir, key=key, window=window) as client:
+    with make_client(server, workdir, key=key, window=window, **(settings or {})) as client:
         pipeline = make_pipeline(target, pipelines_dir=workdir / "dlt")
         run_sync(pipeline, ocean_tracking(client=client, **source_args), target)
         return SyncResult(client.stats(), target.duckdb_path)
