@@ -30,6 +30,7 @@ from pipelines.pipeline import (
 from pipelines.progress import live_stats
 from pipelines.sandbox_process import start_sandbox
 from pipelines.source import ocean_tracking
+from pipelines.writeback.cli import register as register_writeback
 
 console = Console()
 
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the sandbox's rate window in seconds (the real service: 60); the client matches it",
     )
     _add_destination_args(demo)
+    register_writeback(commands)
     return parser
 
 
@@ -135,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("dlt").setLevel(logging.ERROR)
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "handler", None):
+            return args.handler(args)
         if args.command == "demo":
             return demo(args)
         return sync(args, base_url=args.base_url, api_key=args.api_key)

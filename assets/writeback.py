@@ -1,0 +1,126 @@
+"""Dagster ops and jobs for write-back: create tracking requests, patch ref_numbers, upload documents.
+
+Each job is one op in the `ocean_tracking` pool (it spends the account's rate budget and writes the
+warehouse file), using the `ocean_tracking_api` and `warehouse` resources. Run config is typed: a source
+(a CSV/manifest path, a folder for uploads, or a DuckDB table) and `dry_run`, which validates and
+reports what would be sent without sending or recording anything.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import dagster as dg
+import duckdb
+
+from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
+from pipelines.writeback.documents import items_from_source, upload_documents
+from pipelines.writeback.inputs import read_rows
+from pipelines.writeback.ref_numbers import patch_ref_numbers
+from pipelines.writeback.store import WritebackStore
+from pipelines.writeback.tracking_requests import create_tracking_requests
+
+
+class WritebackSource(dg.Config):
+    """Where the rows come from: `source_path` (CSV file, manifest or folder) or `source_table`
+    (`[schema.]table` in the warehouse); `dry_run` sends nothing."""
+
+    source_path: str | None = None
+    source_table: str | None = None
+    dry_run: bool = False
+
+    def source(self) -> str:
+        """The one configured source; exactly one of path or table must be set."""
+        if bool(self.source_path) == bool(self.source_table):
+            raise dg.Failure("set exactly one of source_path or source_table")
+        return str(self.source_path or self.source_table)
+
+
+class CreateTrackingRequestsConfig(WritebackSource):
+    """Run config of `create_tracking_requests_job`."""
+
+
+class PatchRefNumbersConfig(WritebackSource):
+    """Run config of `patch_ref_numbers_job`."""
+
+
+class UploadDocumentsConfig(WritebackSource):
+    """Run config of `upload_documents_job` (source_path may be a folder)."""
+
+
+@contextmanager
+def _connect(warehouse: Warehouse) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A plain read-write connection to the warehouse file. Not `Warehouse.connect()`: its search path
+    names the dataset/analytics schemas, which a fresh file (write-back before the first sync) lacks,
+    and write-back needs neither spatial nor the search path (every name it uses is qualified)."""
+    warehouse.path.parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(warehouse.path))
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def _finish(context: dg.OpExecutionContext, counts: dict[str, int], rows: list[dict[str, Any]],
+            dry_run: bool) -> dict[str, Any]:
+    context.log.info(f"{'dry run: ' if dry_run else ''}{counts}")
+    context.add_output_metadata({"counts": dg.MetadataValue.json(counts), "dry_run": dry_run,
+                                 "rows": dg.MetadataValue.json(rows[:200])})
+    return {"counts": counts, "dry_run": dry_run, "rows": rows}
+
+
+@dg.op(pool=OCEAN_TRACKING_POOL)
+def create_tracking_requests_op(context: dg.OpExecutionContext, config: CreateTrackingRequestsConfig,
+                                ocean_tracking_api: OceanTrackingApi, warehouse: Warehouse) -> dict:
+    """Create the tracking requests of a CSV/table once each (see pipelines.writeback.tracking_requests)."""
+    with _connect(warehouse) as con, ocean_tracking_api.client() as client:
+        report = create_tracking_requests(read_rows(config.source(), con), client, WritebackStore(con),
+                                          dry_run=config.dry_run)
+    rows = [{"row": r.row_index, "request_number": r.request_number, "status": r.status,
+             "tracking_request_id": r.tracking_request_id, "errors": r.errors} for r in report.results]
+    return _finish(context, report.counts, rows, config.dry_run)
+
+
+@dg.op(pool=OCEAN_TRACKING_POOL)
+def patch_ref_numbers_op(context: dg.OpExecutionContext, config: PatchRefNumbersConfig,
+                         ocean_tracking_api: OceanTrackingApi, warehouse: Warehouse) -> dict:
+    """Set ref_numbers on shipments/containers from a CSV/table (see pipelines.writeback.ref_numbers)."""
+    with _connect(warehouse) as con, ocean_tracking_api.client() as client:
+        report = patch_ref_numbers(read_rows(config.source(), con), client, WritebackStore(con), con,
+                                   dry_run=config.dry_run)
+    rows = [{"row": r.row_index, "kind": r.kind, "id": r.target_id, "ref_numbers": r.ref_numbers,
+             "status": r.status, "errors": r.errors} for r in report.results]
+    return _finish(context, report.counts, rows, config.dry_run)
+
+
+@dg.op(pool=OCEAN_TRACKING_POOL)
+def upload_documents_op(context: dg.OpExecutionContext, config: UploadDocumentsConfig,
+                        ocean_tracking_api: OceanTrackingApi, warehouse: Warehouse) -> dict:
+    """Upload a folder or manifest of documents once each (see pipelines.writeback.documents)."""
+    with _connect(warehouse) as con, ocean_tracking_api.client() as client:
+        report = upload_documents(items_from_source(config.source(), con), client, WritebackStore(con),
+                                  dry_run=config.dry_run)
+    rows = [{"file": r.path, "name": r.name, "status": r.status, "step": r.step, "document_id": r.document_id,
+             "errors": r.errors} for r in report.results]
+    return _finish(context, report.counts, rows, config.dry_run)
+
+
+@dg.job(description="Create tracking requests in bulk from a CSV file or DuckDB table, exactly once per row.")
+def create_tracking_requests_job() -> None:
+    """One op: create_tracking_requests_op."""
+    create_tracking_requests_op()
+
+
+@dg.job(description="Set ref_numbers on shipments and containers (by id, container number or bill of lading).")
+def patch_ref_numbers_job() -> None:
+    """One op: patch_ref_numbers_op."""
+    patch_ref_numbers_op()
+
+
+@dg.job(description="Upload documents from a folder or manifest (direct upload, resumable, exactly once).")
+def upload_documents_job() -> None:
+    """One op: upload_documents_op."""
+    upload_documents_op()
+
+
+writeback_jobs = [create_tracking_requests_job, patch_ref_numbers_job, upload_documents_job]

@@ -1,0 +1,99 @@
+"""Command-line subcommands for write-back: create-tracking-request, patch-ref-numbers, upload-documents.
+
+`register(commands)` adds them to `python -m pipelines`; each sets `handler`, which `main` calls.
+They write their outcomes, journal and audit log into the `writeback` schema of the warehouse file.
+"""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+from rich.console import Console
+from rich.table import Table
+
+from pipelines.client import OceanTrackingClient
+from pipelines.config import load_settings
+from pipelines.pipeline import DEFAULT_DUCKDB_PATH
+from pipelines.writeback.documents import items_from_source, upload_documents
+from pipelines.writeback.inputs import read_rows
+from pipelines.writeback.ref_numbers import patch_ref_numbers
+from pipelines.writeback.store import WritebackStore
+from pipelines.writeback.tracking_requests import create_tracking_requests
+
+console = Console()
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add the three write-back subcommands to the `python -m pipelines` parser."""
+    specs = (
+        ("create-tracking-requests", "FILE", "CSV file or DuckDB table of tracking requests to create",
+         run_create_tracking_requests),
+        ("patch-ref-numbers", "FILE", "CSV file or DuckDB table of ref_numbers to set", run_patch_ref_numbers),
+        ("upload-documents", "SOURCE", "folder of files, or a manifest CSV / DuckDB table", run_upload_documents),
+    )
+    for name, metavar, help_text, handler in specs:
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("source", metavar=metavar, help=help_text)
+        sub.add_argument("--dry-run", action="store_true", help="validate and report; send and record nothing")
+        sub.add_argument("--duckdb", type=Path, default=DEFAULT_DUCKDB_PATH,
+                         help="warehouse DuckDB file (lookups, outcomes, journal, audit log)")
+        sub.add_argument("--base-url", help="API base URL ending in /v2 (default: config)")
+        sub.add_argument("--api-key", help="API key (prefer SOURCES__OCEAN_TRACKING__API_KEY)")
+        sub.add_argument("--rate-window", type=float, default=None, help="rate window seconds (sandbox: scaled)")
+        sub.set_defaults(handler=handler)
+
+
+@contextmanager
+def _session(args: argparse.Namespace):
+    settings = load_settings(api_key=args.api_key, base_url=args.base_url, rate_window_seconds=args.rate_window)
+    args.duckdb.parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(args.duckdb))
+    try:
+        with OceanTrackingClient(settings) as client:
+            yield client, con, WritebackStore(con)
+    finally:
+        con.close()
+
+
+def _print(title: str, rows: list[tuple], columns: tuple[str, ...], counts: dict[str, int]) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    console.print(table)
+    console.print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "nothing to do")
+
+
+def run_create_tracking_requests(args: argparse.Namespace) -> int:
+    """`create-tracking-requests FILE [--dry-run]`: create each row once; 1 when any row did not succeed."""
+    with _session(args) as (client, con, store):
+        report = create_tracking_requests(read_rows(args.source, con), client, store,
+                                          dry_run=args.dry_run)
+    rows = [(r.row_index, r.request_number, r.status, r.tracking_request_id,
+             "; ".join(f"{e.get('pointer') or ''} {e.get('detail')}".strip() for e in r.errors)) for r in report.results]
+    _print("Tracking requests", rows, ("row", "number", "status", "id", "errors"), report.counts)
+    bad = {"invalid", "rejected", "unknown", "failed"}
+    return 1 if any(r.status in bad for r in report.results) else 0
+
+
+def run_patch_ref_numbers(args: argparse.Namespace) -> int:
+    """`patch-ref-numbers FILE [--dry-run]`: set ref_numbers; 1 when any row failed or was invalid."""
+    with _session(args) as (client, con, store):
+        report = patch_ref_numbers(read_rows(args.source, con), client, store, con, dry_run=args.dry_run)
+    rows = [(r.row_index, r.kind, r.target_id, ";".join(r.ref_numbers), r.status, "; ".join(r.errors))
+            for r in report.results]
+    _print("ref_numbers", rows, ("row", "kind", "id", "ref_numbers", "status", "errors"), report.counts)
+    return 1 if any(r.status in ("failed", "invalid") for r in report.results) else 0
+
+
+def run_upload_documents(args: argparse.Namespace) -> int:
+    """`upload-documents FOLDER|MANIFEST [--dry-run]`: upload each file once; 1 when any file failed."""
+    with _session(args) as (client, con, store):
+        report = upload_documents(items_from_source(args.source, con), client, store, dry_run=args.dry_run)
+    rows = [(r.path, r.name, r.status, r.step, r.document_id, "; ".join(r.errors)) for r in report.results]
+    _print("Documents", rows, ("file", "name", "status", "step", "document", "errors"), report.counts)
+    return 1 if any(r.status == "failed" for r in report.results) else 0

@@ -1,0 +1,73 @@
+"""Fixtures for write-back tests: an isolated sandbox (frozen clock, generous limits), a client, a store,
+and helpers that flip the sandbox's fault profile and read its own counters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+import requests
+
+from pipelines.writeback.store import WritebackStore
+from tests.conftest import FULL_KEY
+from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, make_client
+
+
+@pytest.fixture
+def server(make_sandbox):
+    """A sandbox of our own: generous limits, frozen clock (only tests move time), no faults."""
+    return make_sandbox(limits=GENEROUS_LIMITS, start=FROZEN_START, speed=0.0)
+
+
+@pytest.fixture
+def client(server, tmp_path):
+    """A client for `server` with its limiter in tmp_path; 0.2 s backoff keeps retries quick."""
+    with make_client(server, tmp_path, backoff_factor=0.2) as c:
+        yield c
+
+
+@pytest.fixture
+def db_path(tmp_path) -> Path:
+    """The DuckDB file the write-back tables go to."""
+    return tmp_path / "warehouse.duckdb"
+
+
+@pytest.fixture
+def con(db_path):
+    """A read-write connection to the DuckDB file."""
+    connection = duckdb.connect(str(db_path))
+    yield connection
+    connection.close()
+
+
+@pytest.fixture
+def store(con):
+    """The write-back store on `con`."""
+    return WritebackStore(con)
+
+
+def set_faults(server, profile: str, rate: float = 1.0, seed: int = 0) -> None:
+    """Switch the sandbox's fault profile at runtime (control endpoint, never faulted itself)."""
+    response = requests.post(f"{server.root_url}/_sandbox/faults",
+                             json={"profile": profile, "rate": rate, "seed": seed}, timeout=10)
+    response.raise_for_status()
+
+
+def routes(server) -> dict[str, int]:
+    """Requests the sandbox handled per route (injected faults never reach a handler, so a route count is
+    the number of times the service really processed that call)."""
+    return requests.get(f"{server.root_url}/_sandbox/stats", timeout=10).json()["requests_by_route"]
+
+
+def api_get(server, path: str, **params) -> dict:
+    """A raw GET on the sandbox API (independent of the client under test)."""
+    response = requests.get(f"{server.base_url}{path}", params=params,
+                            headers={"Authorization": f"Token {FULL_KEY}"}, timeout=10)
+    response.raise_for_status()
+    return response.json()
+
+
+def tracking_count(server, number: str) -> int:
+    """How many tracking requests the service holds for one request_number."""
+    return api_get(server, "/tracking_requests", **{"filter[request_number]": number})["meta"]["total"]

@@ -1,0 +1,93 @@
+"""The Dagster jobs (dry run and real, via execute_in_process), the CLI subcommands, and the audit log
+never holding the API key."""
+
+from __future__ import annotations
+
+import duckdb
+
+from assets.resources import OceanTrackingApi, Warehouse
+from assets.writeback import create_tracking_requests_job, patch_ref_numbers_job, upload_documents_job
+from pipelines.__main__ import main
+from tests.conftest import FULL_KEY
+from tests.writeback.conftest import api_get, routes, tracking_count
+
+
+def resources(server, db) -> dict:
+    return {"ocean_tracking_api": OceanTrackingApi(api_key=FULL_KEY, base_url=server.base_url,
+                                                   app_url=server.app_url, rate_window_seconds=0.05),
+            "warehouse": Warehouse(duckdb_path=str(db))}
+
+
+def op_config(op: str, **config) -> dict:
+    return {"ops": {op: {"config": config}}}
+
+
+def test_dagster_jobs_dry_run_then_real(server, tmp_path):
+    db = tmp_path / "warehouse.duckdb"
+    batch = tmp_path / "tr.csv"
+    batch.write_text("request_number,request_type,scac,ref_numbers\nWBDAG001,bill_of_lading,MAEU,R1;R2\n"
+                     "WBDAG002,container,MSCU,\n")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_bytes(b"hello")
+    shipment = api_get(server, "/shipments", **{"page[size]": 1})["data"][0]["id"]
+    refs = tmp_path / "refs.csv"
+    refs.write_text(f"shipment_id,ref_numbers\n{shipment},DAG-REF\n")
+    runs = [
+        (create_tracking_requests_job, "create_tracking_requests_op", str(batch)),
+        (upload_documents_job, "upload_documents_op", str(folder)),
+        (patch_ref_numbers_job, "patch_ref_numbers_op", str(refs)),
+    ]
+    for job, op, source in runs:
+        result = job.execute_in_process(run_config=op_config(op, source_path=source, dry_run=True),
+                                        resources=resources(server, db))
+        assert result.success
+    assert not [k for k in routes(server) if k.startswith(("POST", "PATCH"))]  # dry runs send no write
+    outputs = {}
+    for job, op, source in runs:
+        result = job.execute_in_process(run_config=op_config(op, source_path=source, dry_run=False),
+                                        resources=resources(server, db))
+        assert result.success
+        outputs[op] = result.output_for_node(op)["counts"]
+    assert outputs == {"create_tracking_requests_op": {"accepted": 1, "invalid": 1},
+                       "upload_documents_op": {"created": 1}, "patch_ref_numbers_op": {"patched": 1}}
+    assert tracking_count(server, "WBDAG001") == 1
+    with duckdb.connect(str(db)) as con:
+        actions = dict(con.execute("select action, count(*) from writeback.audit_log group by 1").fetchall())
+    assert actions == {"create_tracking_request": 1, "request_blob": 1, "put_bytes": 1, "create_document": 1,
+                       "patch_shipment_ref_numbers": 1}
+
+
+def test_cli_subcommands_and_no_key_in_the_duckdb_file(server, tmp_path, capsys):
+    db = tmp_path / "cli.duckdb"
+    common = ["--duckdb", str(db), "--base-url", server.base_url, "--api-key", FULL_KEY, "--rate-window", "0.05"]
+    batch = tmp_path / "tr.csv"
+    batch.write_text("request_number,request_type,scac,customer_name\nWBCLI001,bill_of_lading,MAEU,CLI Co\n"
+                     "WBCLI002,bill_of_lading,ZZZZ,\n")
+    assert main(["create-tracking-requests", str(batch), "--dry-run", *common]) == 1  # one invalid row
+    assert "would_send" in capsys.readouterr().out
+    assert tracking_count(server, "WBCLI001") == 0
+    assert main(["create-tracking-requests", str(batch), *common]) == 1
+    assert tracking_count(server, "WBCLI001") == 1
+    assert main(["create-tracking-requests", str(batch), *common]) == 1  # rerun: skipped, not duplicated
+    assert tracking_count(server, "WBCLI001") == 1
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "x.pdf").write_bytes(b"%PDF-1.4 test")
+    assert main(["upload-documents", str(folder), *common]) == 0
+    assert main(["upload-documents", str(folder), *common]) == 0
+    assert api_get(server, "/documents")["meta"]["total"] == 1
+
+    shipment = api_get(server, "/shipments", **{"page[size]": 1})["data"][0]["id"]
+    refs = tmp_path / "refs.csv"
+    refs.write_text(f"shipment_id,ref_numbers\n{shipment},CLI-1;CLI-2\n")
+    assert main(["patch-ref-numbers", str(refs), *common]) == 0
+    assert api_get(server, f"/shipments/{shipment}")["data"]["attributes"]["ref_numbers"] == ["CLI-1", "CLI-2"]
+
+    with duckdb.connect(str(db)) as con:
+        assert con.execute("select count(*) from writeback.audit_log").fetchone()[0] >= 6
+        con.execute("checkpoint")
+    blobs = b"".join(p.read_bytes() for p in tmp_path.glob("cli.duckdb*"))
+    assert FULL_KEY.encode() not in blobs
+    assert FULL_KEY.encode("utf-16-le") not in blobs
