@@ -66,7 +66,12 @@ class Warehouse(dg.ConfigurableResource):
         con = duckdb.connect(str(self.path), read_only=read_only)
         try:
             load_spatial(con)
-            con.execute(f"set search_path = '{self.dataset_name},{self.analytics_schema}'")
+            # only schemas that exist: DuckDB refuses a search path naming a missing one, and a read-only
+            # connection cannot create it (checks run before the first model builds `analytics`)
+            existing = {row[0] for row in con.execute("select schema_name from information_schema.schemata").fetchall()}
+            path = [s for s in (self.dataset_name, self.analytics_schema) if s in existing]
+            if path:
+                con.execute(f"set search_path = '{','.join(path)}'")
             yield con
         finally:
             con.close()

@@ -17,6 +17,7 @@ import duckdb
 from dlt.common.pipeline import LoadInfo
 from dlt.sources import DltSource
 
+from pipelines.source import history_without_scd2
 from pipelines.spatial import load_spatial
 
 PIPELINE_NAME = "ocean_tracking"
@@ -87,6 +88,7 @@ def run_sync(pipeline: dlt.Pipeline, source: DltSource, target: Target) -> LoadI
     if target.table_format:
         for resource in source.resources.values():
             resource.apply_hints(table_format=target.table_format)
+        history_without_scd2(source)
     info = pipeline.run(source, loader_file_format="parquet")
     if target.duckdb_path is not None:
         create_geometry_view(target.duckdb_path, target.dataset_name)

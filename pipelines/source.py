@@ -15,13 +15,15 @@ Request plan (the service allows 100 requests a minute per account, 100 rows a p
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import dlt
-from dlt.sources import DltResource
+from dlt.sources import DltResource, DltSource
 
 from pipelines.client import OceanTrackingClient
 from pipelines.errors import FeatureNotEnabledError, NotFoundError
@@ -290,6 +292,26 @@ def ocean_tracking(
         parties,
         shipping_lines,
     )
+
+
+def history_without_scd2(source: DltSource) -> None:
+    """Keep `shipment_eta_history` on destinations without dlt's `scd2` (Delta lakes): insert each distinct
+    version once, keyed by a hash of its dates, stamped with when it was first seen."""
+    resource = source.resources.get("shipment_eta_history")
+    if resource is None:
+        return
+    resource.apply_hints(
+        write_disposition={"disposition": "merge", "strategy": "insert-only"},
+        primary_key="version_id",
+        merge_key=[],
+    )
+    resource.add_map(_stamp_version)
+
+
+def _stamp_version(row: dict[str, Any]) -> dict[str, Any]:
+    values = "|".join(str(row.get(name)) for name in ("shipment_id", *ETA_HISTORY_COLUMNS))
+    digest = hashlib.sha256(values.encode()).hexdigest()[:32]
+    return {**row, "version_id": digest, "first_seen_at": datetime.now(UTC)}
 
 
 def _related_ids(page: dict[str, list[dict]], columns_by_type: dict[str, tuple[str, ...]]) -> set[str]:

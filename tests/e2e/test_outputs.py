@@ -30,6 +30,9 @@ def test_parquet_lake_merges_instead_of_appending(sandbox, tmp_path):
     assert len(set(shipments.column("id").to_pylist())) == shipments.num_rows
     features = DeltaTable(str(tmp_path / "lake" / "ocean_tracking" / "map_features")).to_pyarrow_table()
     assert features.num_rows > 0
+    # no scd2 on Delta: one version per shipment after two syncs of an unchanged world
+    history = DeltaTable(str(tmp_path / "lake" / "ocean_tracking" / "shipment_eta_history")).to_pyarrow_table()
+    assert len(set(history.column("shipment_id").to_pylist())) == shipments.num_rows
 
 
 def test_map_features_export_as_geoparquet(sandbox, tmp_path):

@@ -1,0 +1,102 @@
+"""A sensor that follows pending tracking requests until the service resolves them.
+
+The warehouse says which tracking requests were `pending` at the last load; one cheap list call
+(`/tracking_requests?filter[status]=pending`, one page per 100 pending) says which still are. Those
+no longer pending became `created` (a shipment appeared) or `failed`: a run loads them together with
+the shipments and their containers, events and maps. The run key is a digest of the resolved ids, so
+one state fires once; the cursor remembers the last digest for the UI and for restarts.
+"""
+
+import hashlib
+
+import dagster as dg
+import duckdb
+
+from assets.ingest import asset_key
+from assets.resources import OceanTrackingApi, Warehouse
+
+PAGE_SIZE = 100
+FOLLOW_UP_KEYS = [
+    asset_key(table)
+    for table in (
+        "tracking_requests",
+        "shipments",
+        "shipment_eta_history",
+        "containers",
+        "transport_events",
+        "terminals",
+        "ports",
+        "vessels",
+        "map_features",
+    )
+]
+follow_up_job = dg.define_asset_job(
+    "load_resolved_tracking_requests",
+    selection=dg.AssetSelection.assets(*FOLLOW_UP_KEYS),
+    description="Tracking requests that left `pending`, with the shipments they created.",
+)
+
+
+def pending_in_warehouse(warehouse: Warehouse) -> set[str]:
+    """Ids of tracking requests whose loaded status is `pending` (empty before the first load)."""
+    if not warehouse.path.exists():
+        return set()
+    with warehouse.connect(read_only=True) as con:
+        exists = con.execute(
+            "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
+            [warehouse.dataset_name, "tracking_requests"],
+        ).fetchone()[0]
+        if not exists:
+            return set()
+        rows = con.execute(
+            f"select id from {warehouse.dataset_name}.tracking_requests where status = 'pending'"
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+def pending_at_service(api: OceanTrackingApi) -> set[str]:
+    """Ids the service still reports as pending (one request per 100 pending)."""
+    ids: set[str] = set()
+    with api.client() as client:
+        params = {"filter[status]": "pending", "page[size]": PAGE_SIZE}
+        for document in client.paginate("/tracking_requests", params=params):
+            ids.update(row["id"] for row in document.get("data") or [] if row.get("type") == "tracking_request")
+    return ids
+
+
+def resolved_digest(ids: set[str]) -> str:
+    """A stable short digest of a set of ids: the run key of the state it describes."""
+    return hashlib.sha256(",".join(sorted(ids)).encode()).hexdigest()[:16]
+
+
+@dg.sensor(
+    name="pending_tracking_requests_sensor",
+    job=follow_up_job,
+    minimum_interval_seconds=300,
+    description=(
+        "Loads tracking requests (and the shipments they created) once the service resolves them. "
+        "Reads pending ids from the warehouse; spends one request per 100 pending per tick, nothing "
+        "when none are pending."
+    ),
+)
+def pending_tracking_requests_sensor(
+    context: dg.SensorEvaluationContext, warehouse: Warehouse, ocean_tracking_api: OceanTrackingApi
+):
+    """Request a follow-up load when some loaded-as-pending tracking requests are no longer pending."""
+    try:
+        pending = pending_in_warehouse(warehouse)
+    except duckdb.IOException as error:  # a run holds DuckDB's write lock: try next tick
+        return dg.SkipReason(f"warehouse busy: {error.__class__.__name__}")
+    if not pending:
+        return dg.SkipReason("no pending tracking requests in the warehouse")
+    resolved = pending - pending_at_service(ocean_tracking_api)
+    if not resolved:
+        return dg.SkipReason(f"{len(pending)} tracking request(s) still pending")
+    digest = resolved_digest(resolved)
+    if context.cursor == digest:
+        return dg.SkipReason("this resolved set was already requested; waiting for the load")
+    context.update_cursor(digest)
+    return dg.RunRequest(
+        run_key=f"resolved-{digest}",
+        tags={"ocean_tracking/resolved_tracking_requests": str(len(resolved))},
+    )

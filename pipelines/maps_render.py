@@ -1,0 +1,592 @@
+"""Route maps as PNG: one container's route, or every route at once (matplotlib, Agg backend, no display).
+
+Pure rendering: the callers hand in GeoDataFrames of map features (`features_frame` builds one from the
+`map_features` table) and the land polygons (`pipelines.land.load_land`).
+
+**The antimeridian.** A trans-Pacific route (Shanghai -> Los Angeles) drawn on a -180..180 frame either
+streaks across the whole map (the raw `geometry`) or, with the antimeridian-split `geometry_split`, falls
+into two pieces at the map's left and right edges, with an extent that has to span ~360 degrees to show
+both. So every map here is drawn in a frame *centred on the route*: the central longitude is the middle of
+the shortest longitude arc that holds every vertex of the map (the complement of the largest empty gap
+between longitudes on the circle), and every longitude is shifted into [central - 180, central + 180).
+Routes that stay on one side of 180 keep their plain -180..180 longitudes; a trans-Pacific route ends up
+in a continuous 100..260-style frame (ticks are still labelled 120°W, not 240°). The geometry drawn is
+`geometry_split` (its pieces meet at +/-180, which the shift turns into one seamless path); every line is
+then cut again at the frame's own seam (central +/- 180) with `pipelines.geo.split_antimeridian`, so the
+overview of all routes, whose seam falls in the emptiest band of longitudes, never streaks either. Land
+is drawn three times (shifted by -360, 0, +360) so that whatever frame is chosen it is covered.
+
+Both renderers are deterministic: fixed figure size and dpi, fixed drawing order, no timestamps in the
+PNG metadata. They return a `RenderResult` with the extent actually shown, for tests and metadata.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import geopandas as gpd
+import numpy as np
+import pyarrow as pa
+import shapely
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection, PatchCollection
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.markers import MarkerStyle
+from matplotlib.patches import PathPatch
+from matplotlib.path import Path as MplPath
+from matplotlib.ticker import FuncFormatter, MultipleLocator
+from matplotlib.transforms import Bbox
+
+from pipelines.geo import split_antimeridian
+
+ROUTE_FIGSIZE = (10.0, 6.25)  # inches; at ROUTE_DPI -> 1000 x 625 px
+ROUTE_DPI = 100
+OVERVIEW_FIGSIZE = (15.0, 6.6)  # -> 1500 x 660 px: 360 degrees wide shows about 62S..84N
+OVERVIEW_DPI = 100
+_AXES_RECT = (0.06, 0.07, 0.91, 0.84)  # left, bottom, width, height (figure fractions)
+
+OCEAN = "#eaf1f7"
+LAND = "#d4d4d4"
+LAND_EDGE = "#b5b5b5"
+PAST = "#1f4e79"
+ESTIMATED = "#e07b00"
+PARTIAL = "#c0392b"
+PORT = "#2c3e50"
+VESSEL = "#d62728"
+
+LINE_TYPES = ("past_vessel_locations", "estimated_full_legs", "estimated_partial_leg")
+ATTRIBUTION = "Land: Natural Earth 1:110m (public domain)"
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    """What a renderer wrote and which part of the world it showed (longitudes in the map's frame)."""
+
+    path: Path
+    extent: tuple[float, float, float, float]  # xmin, xmax, ymin, ymax in degrees
+    central_longitude: float
+    size_px: tuple[int, int]  # width, height
+
+    @property
+    def lon_span(self) -> float:
+        """Width of the shown extent in degrees of longitude."""
+        return self.extent[1] - self.extent[0]
+
+
+# ---- input -------------------------------------------------------------------------------------------
+
+
+def features_frame(table: pa.Table, prefer_split: bool = True) -> gpd.GeoDataFrame:
+    """The `map_features` rows (an Arrow table with WKB columns) as a GeoDataFrame in EPSG:4326.
+
+    The active geometry is `geometry_split` (the antimeridian-split variant) where present, else `geometry`.
+    """
+    names = set(table.column_names)
+    frame = table.drop_columns([c for c in ("geometry", "geometry_split") if c in names]).to_pandas()
+    raw = shapely.from_wkb(table.column("geometry").to_pylist()) if "geometry" in names else None
+    split = (
+        shapely.from_wkb(table.column("geometry_split").to_pylist()) if "geometry_split" in names else None
+    )
+    if split is not None and prefer_split:
+        geoms = split if raw is None else np.where(shapely.is_missing(split), raw, split)
+    elif raw is not None:
+        geoms = raw
+    else:
+        raise ValueError("map features need a `geometry` or `geometry_split` WKB column")
+    return gpd.GeoDataFrame(frame, geometry=gpd.GeoSeries(geoms, crs="EPSG:4326"), crs="EPSG:4326")
+
+
+# ---- longitude frame ---------------------------------------------------------------------------------
+
+
+def central_longitude(lons: Iterable[float] | np.ndarray) -> float:
+    """Middle of the shortest arc of the circle that holds every longitude (0 when there are none); in
+    [-180, 180] unless the arc crosses the antimeridian, then in (0, 360).
+
+    Ties between equally large gaps go to the first one in sorted order, so the answer is deterministic.
+    """
+    x = np.asarray(lons, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return 0.0
+    x = np.unique(np.mod(x + 180.0, 360.0) - 180.0)
+    if x.size == 1:
+        return float(x[0])
+    gaps = np.diff(np.concatenate([x, [x[0] + 360.0]]))
+    k = int(np.argmax(gaps))
+    start = x[(k + 1) % x.size]
+    span = 360.0 - gaps[k]
+    # An arc over the antimeridian gets its centre in (0, 360): a 0..360 frame where Asia keeps its
+    # longitudes and the Americas move by +360; any other arc keeps its -180..180 centre.
+    return float(start + span / 2.0)
+
+
+def _frame_center(geoms: np.ndarray) -> float:
+    """Central longitude for a set of geometries, with lines densified to 2-degree steps so that a long
+    straight ocean segment counts as occupied longitude, not as a gap."""
+    geoms = np.asarray(geoms, dtype=object)
+    geoms = geoms[~shapely.is_missing(geoms)] if geoms.size else geoms
+    if geoms.size == 0:
+        return 0.0
+    coords = shapely.get_coordinates(shapely.segmentize(geoms, 2.0))
+    return central_longitude(coords[:, 0]) if len(coords) else 0.0
+
+
+def wrap_to_frame(x: np.ndarray, lon0: float) -> np.ndarray:
+    """Longitudes shifted by whole turns into [lon0 - 180, lon0 + 180)."""
+    return np.mod(np.asarray(x, dtype=np.float64) - lon0 + 180.0, 360.0) - 180.0 + lon0
+
+
+def lines_in_frame(geoms: np.ndarray | Iterable, lon0: float) -> tuple[list[np.ndarray], np.ndarray]:
+    """Every (multi)line as vertex arrays in the frame centred on lon0, cut at the frame's seam.
+
+    Returns (paths, owner): `paths[i]` is an (n, 2) array, `owner[i]` the index of the input geometry
+    it came from (for styling).
+    """
+    geoms = np.asarray(list(geoms) if not isinstance(geoms, np.ndarray) else geoms, dtype=object)
+    if geoms.size == 0:
+        return [], np.zeros(0, dtype=np.int64)
+    geoms = np.where(shapely.is_missing(geoms), shapely.from_wkt("LINESTRING EMPTY"), geoms)
+    parts, part_owner = shapely.get_parts(geoms, return_index=True)
+    coords, part_of = shapely.get_coordinates(parts, return_index=True)
+    lengths = np.bincount(part_of, minlength=len(parts)).astype(np.int64)
+    keep_part = lengths >= 2
+    keep_vertex = keep_part[part_of]
+    coords, lengths, part_owner = coords[keep_vertex], lengths[keep_part], part_owner[keep_part]
+    if lengths.size == 0:
+        return [], np.zeros(0, dtype=np.int64)
+    shifted = coords.copy()
+    shifted[:, 0] -= lon0
+    cut = split_antimeridian(shifted, lengths)  # wraps into [-180, 180] and cuts jumps > 180 degrees
+    paths: list[np.ndarray] = []
+    owner: list[int] = []
+    for line, who in zip(cut, part_owner, strict=True):
+        for piece in shapely.get_parts(line):
+            xy = shapely.get_coordinates(piece)
+            if len(xy) >= 2:
+                xy[:, 0] += lon0
+                paths.append(xy)
+                owner.append(int(who))
+    return paths, np.asarray(owner, dtype=np.int64)
+
+
+def _lon_label(value: float, _pos: object = None) -> str:
+    lon = (value + 180.0) % 360.0 - 180.0
+    if abs(lon) < 1e-9 or abs(abs(lon) - 180.0) < 1e-9:
+        return f"{abs(lon):g}°"
+    return f"{abs(lon):g}°{'E' if lon > 0 else 'W'}"
+
+
+def _lat_label(value: float, _pos: object = None) -> str:
+    if abs(value) < 1e-9:
+        return "0°"
+    return f"{abs(value):g}°{'N' if value > 0 else 'S'}"
+
+
+def fit_extent(
+    bounds: tuple[float, float, float, float],
+    box_aspect: float,
+    margin: float = 0.08,
+    min_lon_span: float = 12.0,
+    min_lat_span: float = 6.0,
+) -> tuple[tuple[float, float, float, float], float]:
+    """(xmin, xmax, ymin, ymax) around `bounds` with a margin, shaped to fill an axes box of
+    width/height `box_aspect` at a local equirectangular scale (a degree of longitude drawn cos(lat)
+    times as wide as a degree of latitude); also returns that y/x scale."""
+    xmin, ymin, xmax, ymax = bounds
+    cx, cy = (xmin + xmax) / 2.0, (ymin + ymax) / 2.0
+    w = max(xmax - xmin, min_lon_span) * (1.0 + 2.0 * margin)
+    h = max(ymax - ymin, min_lat_span) * (1.0 + 2.0 * margin)
+    scale = 1.0 / math.cos(math.radians(min(abs(cy), 60.0)))  # drawn height of 1° lat per 1° lon
+    if w / (h * scale) < box_aspect:
+        w = h * scale * box_aspect
+    else:
+        h = w / (scale * box_aspect)
+    w = min(w, 360.0)
+    if h > 180.0:
+        h = 180.0
+        w = min(max(w, h * scale * box_aspect), 360.0)
+    ymin_out = min(max(cy - h / 2.0, -90.0), 90.0 - h)
+    return (cx - w / 2.0, cx + w / 2.0, ymin_out, ymin_out + h), scale
+
+
+# ---- drawing -----------------------------------------------------------------------------------------
+
+
+def _new_figure(figsize: tuple[float, float], dpi: int):
+    fig = Figure(figsize=figsize, dpi=dpi, facecolor="white")
+    ax = fig.add_axes(_AXES_RECT)
+    ax.set_facecolor(OCEAN)
+    box_aspect = (figsize[0] * _AXES_RECT[2]) / (figsize[1] * _AXES_RECT[3])
+    return fig, ax, box_aspect
+
+
+def _polygon_path(poly: shapely.Polygon, dx: float) -> MplPath:
+    rings = [poly.exterior, *poly.interiors]
+    vertices, codes = [], []
+    for ring in rings:
+        xy = np.asarray(ring.coords)
+        xy = xy + np.array([dx, 0.0])
+        c = np.full(len(xy), MplPath.LINETO, dtype=np.uint8)
+        c[0], c[-1] = MplPath.MOVETO, MplPath.CLOSEPOLY
+        vertices.append(xy)
+        codes.append(c)
+    return MplPath(np.concatenate(vertices), np.concatenate(codes))
+
+
+def _draw_land(ax, land_gdf: gpd.GeoDataFrame | None, extent: tuple[float, float, float, float]) -> None:
+    """Land polygons (copies at -360, 0, +360) that intersect the extent, in grey."""
+    if land_gdf is None or land_gdf.empty:
+        return
+    xmin, xmax, ymin, ymax = extent
+    polys = shapely.get_parts(np.asarray(land_gdf.geometry.values, dtype=object))
+    polys = polys[shapely.get_type_id(polys) == 3]
+    patches = []
+    for dx in (-360.0, 0.0, 360.0):
+        window = shapely.box(xmin - dx, ymin, xmax - dx, ymax)
+        for poly in polys[shapely.intersects(polys, window)]:
+            patches.append(PathPatch(_polygon_path(poly, dx)))
+    ax.add_collection(
+        PatchCollection(
+            patches, facecolor=LAND, edgecolor=LAND_EDGE, linewidth=0.4, zorder=1, match_original=False
+        )
+    )
+
+
+def _tick_step(span: float, max_ticks: int) -> float:
+    for step in (1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0):
+        if span / step <= max_ticks:
+            return step
+    return 90.0
+
+
+def _legend_corner(ax, xy: np.ndarray) -> str:
+    """The axes corner with the fewest drawn vertices near it (fixed order on ties): where the legend
+    hides the least of the route."""
+    corners = {"lower left": (0, 0), "lower right": (1, 0), "upper left": (0, 1), "upper right": (1, 1)}
+    if not len(xy):
+        return "lower left"
+    frac = ax.transAxes.inverted().transform(ax.transData.transform(xy))
+    counts = {}
+    for name, (cx, cy) in corners.items():
+        near_x = frac[:, 0] < 0.3 if cx == 0 else frac[:, 0] > 0.7
+        near_y = frac[:, 1] < 0.3 if cy == 0 else frac[:, 1] > 0.7
+        counts[name] = int((near_x & near_y).sum())
+    return min(corners, key=lambda name: counts[name])
+
+
+def _style_axes(ax, extent: tuple[float, float, float, float]) -> None:
+    xmin, xmax, ymin, ymax = extent
+    ax.set_xlim(xmin, xmax)
+    ax.set_ylim(ymin, ymax)
+    ax.set_aspect("auto")
+    # steps that divide 360, so ticks in a shifted frame land on the same meridians as in -180..180
+    ax.xaxis.set_major_locator(MultipleLocator(_tick_step(xmax - xmin, 9)))
+    ax.yaxis.set_major_locator(MultipleLocator(_tick_step(ymax - ymin, 7)))
+    ax.xaxis.set_major_formatter(FuncFormatter(_lon_label))
+    ax.yaxis.set_major_formatter(FuncFormatter(_lat_label))
+    ax.tick_params(labelsize=8, colors="#555555")
+    ax.grid(True, color="white", linewidth=0.6, zorder=0.5)
+    for spine in ax.spines.values():
+        spine.set_edgecolor("#999999")
+    left, _, width, _ = _AXES_RECT  # below the axes' lower right corner, under the tick labels
+    ax.figure.text(left + width, 0.004, ATTRIBUTION, ha="right", va="bottom", fontsize=6.5, color="#777777")
+
+
+def _save(fig: Figure, out_path: Path, dpi: int) -> tuple[int, int]:
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_path, dpi=dpi, format="png", metadata={"Software": None})
+    w, h = fig.get_size_inches()
+    return round(w * dpi), round(h * dpi)
+
+
+def _points_xy(geoms: Iterable) -> np.ndarray:
+    geoms = np.asarray(list(geoms), dtype=object)
+    if geoms.size == 0:
+        return np.empty((0, 2))
+    points = shapely.get_parts(geoms)
+    points = points[shapely.get_type_id(points) == 0]
+    return shapely.get_coordinates(points)
+
+
+def _column(frame: gpd.GeoDataFrame, name: str, default: object = None) -> list:
+    return frame[name].tolist() if name in frame.columns else [default] * len(frame)
+
+
+def _vessel_marker(heading: object) -> MarkerStyle:
+    """A triangle pointing along the compass heading (0 = north, clockwise); a circle when unknown."""
+    if heading is None or not isinstance(heading, int | float) or not math.isfinite(heading):
+        return MarkerStyle("o")
+    return MarkerStyle(">").rotated(deg=90.0 - float(heading))
+
+
+def _place_label(ax, renderer, xy: tuple[float, float], text: str, taken: list, candidates, **style) -> None:
+    """Annotate `xy` at the first offset whose text box overlaps no taken box and stays inside the axes
+    (else at the first offset); the box is then taken. Deterministic: fixed candidate order, Agg metrics."""
+    axes_box = ax.get_window_extent(renderer)
+    first = None
+    for dx, dy, ha, va in candidates:
+        ann = ax.annotate(text, xy, xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, **style)
+        box = ann.get_window_extent(renderer)
+        inside = (
+            axes_box.x0 <= box.x0
+            and box.x1 <= axes_box.x1
+            and axes_box.y0 <= box.y0
+            and box.y1 <= axes_box.y1
+        )
+        if inside and not any(box.overlaps(t) for t in taken):
+            taken.append(box)
+            if first is not None:
+                first.remove()
+            return
+        if first is None:
+            first = ann
+        else:
+            ann.remove()
+    taken.append(first.get_window_extent(renderer))
+
+
+_LABEL_OFFSETS = (
+    (7, 5, "left", "bottom"),
+    (7, -5, "left", "top"),
+    (-7, 5, "right", "bottom"),
+    (-7, -5, "right", "top"),
+    (0, 9, "center", "bottom"),
+    (0, -9, "center", "top"),
+    (7, 18, "left", "bottom"),
+    (7, -18, "left", "top"),
+    (-7, 18, "right", "bottom"),
+    (-7, -18, "right", "top"),
+)
+_VESSEL_OFFSETS = (
+    (-10, 8, "right", "bottom"),
+    (-10, -8, "right", "top"),
+    (10, 8, "left", "bottom"),
+    (10, -8, "left", "top"),
+    (0, 12, "center", "bottom"),
+    (0, -12, "center", "top"),
+    (-10, 22, "right", "bottom"),
+    (10, -22, "left", "top"),
+)
+
+
+def render_container_route(
+    features_gdf: gpd.GeoDataFrame,
+    land_gdf: gpd.GeoDataFrame | None,
+    out_path: str | Path,
+    title: str,
+    *,
+    figsize: tuple[float, float] = ROUTE_FIGSIZE,
+    dpi: int = ROUTE_DPI,
+) -> RenderResult:
+    """One container's route map: land in grey, past track solid, estimated legs dashed, ports labelled
+    (POL/TS1/POD and name), the vessel where it is now; the extent fitted to the route with a margin."""
+    out_path = Path(out_path)
+    frame = features_gdf.sort_values("feature_index") if "feature_index" in features_gdf else features_gdf
+    geoms = np.asarray(frame.geometry.values, dtype=object)
+    lon0 = _frame_center(geoms)
+    kinds = np.asarray(_column(frame, "feature_type", ""), dtype=object)
+
+    line_idx = np.flatnonzero(np.isin(kinds, LINE_TYPES))
+    paths, owner = lines_in_frame(geoms[line_idx], lon0)
+    owner_kind = kinds[line_idx][owner] if len(owner) else np.empty(0, dtype=object)
+    port_rows = frame[kinds == "port"]
+    port_xy = _points_xy(port_rows.geometry.values)
+    port_xy[:, 0] = wrap_to_frame(port_xy[:, 0], lon0)
+    vessel_rows = frame[kinds == "current_vessel"]
+    vessel_xy = _points_xy(vessel_rows.geometry.values)
+    vessel_xy[:, 0] = wrap_to_frame(vessel_xy[:, 0], lon0)
+
+    drawn = [*paths, port_xy, vessel_xy]
+    allxy = np.concatenate(drawn) if drawn else np.empty((0, 2))
+    if len(allxy):
+        bounds = (allxy[:, 0].min(), allxy[:, 1].min(), allxy[:, 0].max(), allxy[:, 1].max())
+    else:
+        bounds = (-180.0, -60.0, 180.0, 80.0)
+    fig, ax, box_aspect = _new_figure(figsize, dpi)
+    extent, _ = fit_extent(bounds, box_aspect)
+    _draw_land(ax, land_gdf, extent)
+    _style_axes(ax, extent)
+    ax.set_title(title, fontsize=12, loc="left", pad=8)
+
+    styles = {
+        "past_vessel_locations": dict(colors=PAST, linewidths=2.2, linestyles="solid", zorder=4),
+        "estimated_full_legs": dict(colors=ESTIMATED, linewidths=1.8, linestyles=(0, (5, 3)), zorder=3),
+        "estimated_partial_leg": dict(colors=PARTIAL, linewidths=1.8, linestyles=(0, (2, 2)), zorder=3.5),
+    }
+    legend = []
+    names = {
+        "past_vessel_locations": "Past track",
+        "estimated_full_legs": "Estimated legs",
+        "estimated_partial_leg": "Estimated, current leg",
+    }
+    for kind in LINE_TYPES:
+        segs = [p for p, k in zip(paths, owner_kind, strict=True) if k == kind]
+        if segs:
+            ax.add_collection(LineCollection(segs, capstyle="round", joinstyle="round", **styles[kind]))
+            st = styles[kind]
+            legend.append(
+                Line2D(
+                    [], [], color=st["colors"], lw=st["linewidths"], ls=st["linestyles"], label=names[kind]
+                )
+            )
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    to_px = ax.transData.transform
+    taken = [
+        Bbox.from_bounds(px - 6, py - 6, 12, 12) for px, py in to_px(np.concatenate([port_xy, vessel_xy]))
+    ]
+    legend.append(Line2D([], [], color=PORT, marker="o", mfc="white", mew=1.8, lw=0, label="Port"))
+    legend.append(Line2D([], [], color=VESSEL, marker=">", lw=0, ms=9, label="Vessel now"))
+    legend_box = ax.legend(
+        handles=legend, loc=_legend_corner(ax, allxy), fontsize=7.5, framealpha=0.85, borderpad=0.5
+    )
+    taken.append(legend_box.get_window_extent(renderer))
+    label_style = dict(
+        fontsize=8.5,
+        zorder=8,
+        bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="none", alpha=0.8),
+    )
+    if len(port_xy) == len(port_rows) and len(port_xy):
+        ax.scatter(
+            port_xy[:, 0], port_xy[:, 1], s=46, color="white", edgecolors=PORT, linewidths=1.8, zorder=6
+        )
+        for (x, y), label, name in zip(
+            port_xy, _column(port_rows, "label", ""), _column(port_rows, "name", ""), strict=True
+        ):
+            text = " ".join(str(v) for v in (label, name) if v)
+            if text:
+                _place_label(
+                    ax,
+                    renderer,
+                    (x, y),
+                    text,
+                    taken,
+                    _LABEL_OFFSETS,
+                    color=PORT,
+                    fontweight="bold",
+                    **label_style,
+                )
+    if len(vessel_xy) == len(vessel_rows) and len(vessel_xy):
+        for (x, y), name, heading in zip(
+            vessel_xy,
+            _column(vessel_rows, "vessel_name", ""),
+            _column(vessel_rows, "vessel_location_heading"),
+            strict=True,
+        ):
+            ax.scatter(
+                [x],
+                [y],
+                s=150,
+                marker=_vessel_marker(heading),
+                color=VESSEL,
+                edgecolors="white",
+                linewidths=1.0,
+                zorder=7,
+            )
+            if name:
+                _place_label(
+                    ax,
+                    renderer,
+                    (x, y),
+                    str(name),
+                    taken,
+                    _VESSEL_OFFSETS,
+                    color=VESSEL,
+                    fontstyle="italic",
+                    **label_style,
+                )
+    size = _save(fig, out_path, dpi)
+    return RenderResult(out_path, tuple(float(v) for v in extent), lon0, size)
+
+
+def render_overview(
+    all_features_gdf: gpd.GeoDataFrame,
+    land_gdf: gpd.GeoDataFrame | None,
+    out_path: str | Path,
+    title: str | None = None,
+    *,
+    figsize: tuple[float, float] = OVERVIEW_FIGSIZE,
+    dpi: int = OVERVIEW_DPI,
+) -> RenderResult:
+    """Every route (thin translucent lines: solid travelled, dashed estimated) and the current vessel
+    positions on one map centred on the fleet, cut at the emptiest meridian."""
+    out_path = Path(out_path)
+    frame = all_features_gdf
+    if {"container_id", "feature_index"} <= set(frame.columns):
+        frame = frame.sort_values(["container_id", "feature_index"])
+    geoms = np.asarray(frame.geometry.values, dtype=object)
+    kinds = np.asarray(_column(frame, "feature_type", ""), dtype=object)
+    present = ~shapely.is_missing(geoms) if len(geoms) else np.zeros(0, dtype=bool)
+    lon0 = _frame_center(geoms)
+
+    fig, ax, box_aspect = _new_figure(figsize, dpi)
+    line_idx = np.flatnonzero(np.isin(kinds, LINE_TYPES))
+    paths, owner = lines_in_frame(geoms[line_idx], lon0)
+    owner_kind = kinds[line_idx][owner] if len(owner) else np.empty(0, dtype=object)
+    past = [p for p, k in zip(paths, owner_kind, strict=True) if k == "past_vessel_locations"]
+    est = [p for p, k in zip(paths, owner_kind, strict=True) if k != "past_vessel_locations"]
+    if est:
+        ax.add_collection(
+            LineCollection(
+                est, colors=ESTIMATED, linewidths=0.7, alpha=0.35, linestyles=(0, (4, 3)), zorder=4.5
+            )
+        )
+    if past:
+        ax.add_collection(LineCollection(past, colors=PAST, linewidths=0.8, alpha=0.4, zorder=4))
+
+    port_xy = _points_xy(geoms[(kinds == "port") & present])
+    if len(port_xy):
+        port_xy[:, 0] = wrap_to_frame(port_xy[:, 0], lon0)
+        ax.scatter(
+            port_xy[:, 0], port_xy[:, 1], s=10, color="white", edgecolors=PORT, linewidths=0.7, zorder=5
+        )
+    vessel_xy = _points_xy(geoms[(kinds == "current_vessel") & present])
+    if len(vessel_xy):
+        vessel_xy[:, 0] = wrap_to_frame(vessel_xy[:, 0], lon0)
+        ax.scatter(
+            vessel_xy[:, 0],
+            vessel_xy[:, 1],
+            s=28,
+            marker="o",
+            color=VESSEL,
+            edgecolors="white",
+            linewidths=0.6,
+            zorder=6,
+        )
+
+    drawn = paths + ([port_xy] if len(port_xy) else []) + ([vessel_xy] if len(vessel_xy) else [])
+    if drawn:
+        allxy = np.concatenate(drawn)
+        bounds = (allxy[:, 0].min(), allxy[:, 1].min(), allxy[:, 0].max(), allxy[:, 1].max())
+    else:
+        bounds = (lon0 - 180.0, -60.0, lon0 + 180.0, 80.0)
+    extent, _ = fit_extent(bounds, box_aspect, margin=0.04)
+    _draw_land(ax, land_gdf, extent)
+    _style_axes(ax, extent)
+    n_routes = (
+        frame.loc[np.isin(kinds, LINE_TYPES), "container_id"].nunique() if "container_id" in frame else 0
+    )
+    ax.set_title(
+        title or f"All routes: {n_routes} containers, {len(vessel_xy)} vessels at sea now",
+        fontsize=12,
+        loc="left",
+        pad=8,
+    )
+    legend = [
+        Line2D([], [], color=PAST, lw=1.2, alpha=0.7, label="Travelled"),
+        Line2D([], [], color=ESTIMATED, lw=1.2, ls=(0, (4, 3)), alpha=0.7, label="Estimated"),
+        Line2D([], [], color=PORT, marker="o", mfc="white", lw=0, ms=4, label="Port"),
+        Line2D([], [], color=VESSEL, marker="o", lw=0, ms=6, label="Vessel now"),
+    ]
+    ax.legend(handles=legend, loc="lower left", fontsize=7.5, framealpha=0.85)
+    size = _save(fig, out_path, dpi)
+    return RenderResult(out_path, tuple(float(v) for v in extent), lon0, size)

@@ -1,0 +1,110 @@
+-- container_status: where each container stands now, and whether it can be picked up.
+-- Grain: one row per container.
+-- `ready_for_pickup` follows the service's readiness rule: `available_for_pickup` is true and no hold has
+-- status `hold` (a `pending` hold does not block). Fees are totalled per currency; when the terminal
+-- sends a `total` line, that line is the total (it already includes the other lines).
+-- Key: container_id
+
+create or replace table analytics.container_status as
+
+with containers as (
+    select * from analytics.stg_containers
+),
+
+shipments as (
+    select * from analytics.stg_shipments
+),
+
+terminals as (
+    select * from analytics.stg_terminals
+),
+
+holds as (
+    select
+        container_dlt_id,
+        list(hold_name order by hold_index) filter (where is_blocking) as active_holds,
+        count(*) filter (where is_blocking) as active_hold_count,
+        list(hold_name order by hold_index) filter (where not is_blocking) as pending_holds,
+        list({
+            'name': hold_name, 'status': hold_status, 'description': hold_description
+        } order by hold_index) as holds
+    from analytics.stg_container_holds
+    group by container_dlt_id
+),
+
+fees_per_currency as (
+    select
+        container_dlt_id,
+        currency_code,
+        case
+            when bool_or(fee_type = 'total') then sum(amount) filter (where fee_type = 'total')
+            else sum(amount)
+        end as total_amount
+    from analytics.stg_container_fees
+    group by container_dlt_id, currency_code
+),
+
+fees as (
+    select
+        container_dlt_id,
+        list({'currency_code': currency_code, 'amount': total_amount} order by currency_code) as fees_total_by_currency,
+        count(*) as fee_currency_count
+    from fees_per_currency
+    group by container_dlt_id
+),
+
+fee_lines as (
+    select
+        container_dlt_id,
+        list({'type': fee_type, 'amount': amount, 'currency_code': currency_code} order by fee_index) as fees
+    from analytics.stg_container_fees
+    group by container_dlt_id
+)
+
+select
+    containers.container_id,
+    containers.container_number,
+    containers.shipment_id,
+    shipments.bill_of_lading_number,
+    shipments.shipping_line_scac,
+    containers.current_status,
+    containers.equipment_type,
+    containers.equipment_length,
+    shipments.port_of_discharge_locode as pod_locode,
+    shipments.port_of_discharge_name as pod_name,
+    coalesce(containers.pod_terminal_id, shipments.pod_terminal_id) as pod_terminal_id,
+    terminals.terminal_name as pod_terminal_name,
+    shipments.pod_eta_at,
+    shipments.pod_ata_at,
+    containers.pod_arrived_at,
+    containers.pod_discharged_at,
+    containers.pod_full_out_at,
+    containers.empty_terminated_at,
+    containers.location_at_pod_terminal,
+    containers.availability_known,
+    containers.available_for_pickup,
+    coalesce(holds.active_holds, []) as active_holds,
+    coalesce(holds.active_hold_count, 0) as active_hold_count,
+    coalesce(holds.pending_holds, []) as pending_holds,
+    coalesce(holds.holds, []) as holds,
+    coalesce(fee_lines.fees, []) as fees,
+    coalesce(fees.fees_total_by_currency, []) as fees_total_by_currency,
+    coalesce(fees.fee_currency_count, 0) as fee_currency_count,
+    containers.pickup_lfd as last_free_day,
+    containers.pickup_lfd_line as last_free_day_line,
+    containers.pickup_lfd_terminal as last_free_day_terminal,
+    containers.pickup_appointment_at,
+    coalesce(containers.available_for_pickup, false)
+        and coalesce(holds.active_hold_count, 0) = 0 as ready_for_pickup,
+    containers.terminal_checked_at
+from containers
+left join shipments
+    on containers.shipment_id = shipments.shipment_id
+left join terminals
+    on terminals.terminal_id = coalesce(containers.pod_terminal_id, shipments.pod_terminal_id)
+left join holds
+    on containers.container_dlt_id = holds.container_dlt_id
+left join fees
+    on containers.container_dlt_id = fees.container_dlt_id
+left join fee_lines
+    on containers.container_dlt_id = fee_lines.container_dlt_id

@@ -1,0 +1,94 @@
+"""The ingest graph materialized through Dagster against the real sandbox over HTTP."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pytest
+
+from assets.checks import CATALOG, ingest_checks
+from assets.ingest import INGEST_KEYS, asset_key, ocean_tracking_assets
+from tests.assets.conftest import sandbox_resources
+from tests.conftest import FULL_KEY
+
+pytestmark = pytest.mark.slow
+
+
+def _check_results(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {
+        f"{e.asset_key.to_user_string()}:{e.check_name}": e for e in result.get_asset_check_evaluations()
+    }
+
+
+def _spent(result: dg.ExecuteInProcessResult) -> int:
+    event = result.get_asset_materialization_events()[0]
+    return event.materialization.metadata["api_requests_total"].value
+
+
+@pytest.fixture(scope="module")
+def two_runs(sandbox, tmp_path_factory):
+    """The whole ingest graph and all its checks, materialized twice into one warehouse."""
+    workdir = tmp_path_factory.mktemp("ingest")
+    resources = sandbox_resources(sandbox, workdir)
+    with dg.instance_for_test() as instance:
+        runs = [
+            dg.materialize([ocean_tracking_assets, *ingest_checks], resources=resources, instance=instance)
+            for _ in range(2)
+        ]
+        records = instance.get_event_records(
+            dg.EventRecordsFilter(event_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+        )
+        stored = json.dumps([str(r.event_log_entry) for r in records])
+        yield runs, stored
+
+
+def test_whole_graph_materializes_twice_and_every_check_passes(two_runs):
+    runs, _ = two_runs
+    for run in runs:
+        assert run.success
+        assert {e.asset_key for e in run.get_asset_materialization_events()} == set(INGEST_KEYS)
+        checks = _check_results(run)
+        assert len(checks) == len(CATALOG)
+        failed = {name: e.metadata for name, e in checks.items() if not e.passed}
+        assert not failed
+
+
+def test_materializations_report_the_api_spend_but_never_the_key(two_runs):
+    runs, stored = two_runs
+    first, second = runs
+    meta = first.get_asset_materialization_events()[0].materialization.metadata
+    assert meta["api_responses_429"].value == 0
+    assert sum(meta["api_requests_by_bucket"].data.values()) == meta["api_requests_total"].value
+    assert "api_limiter_wait_seconds" in meta
+    # nothing changed in between except the clock: no reference fetched again, maps mostly not due
+    assert 0 < _spent(second) < _spent(first)
+    assert FULL_KEY not in stored
+
+
+def test_rows_and_geometry_view_are_in_the_warehouse(two_runs):
+    runs, _ = two_runs
+    by_key = {
+        e.asset_key: e.materialization.metadata for e in runs[0].get_asset_materialization_events()
+    }
+    assert by_key[asset_key("shipments")]["dagster/row_count"].value == 60
+    geo = _check_results(runs[0])["ocean_tracking/map_features:geometries_valid"].metadata
+    assert geo["rows"].value > 0
+
+
+def test_only_tracking_requests_can_be_materialized(sandbox, tmp_path, dagster_instance):
+    key = asset_key("tracking_requests")
+    result = dg.materialize(
+        [ocean_tracking_assets, *ingest_checks],
+        resources=sandbox_resources(sandbox, tmp_path),
+        instance=dagster_instance,
+        selection=dg.AssetSelection.assets(key),
+    )
+    assert result.success
+    assert [e.asset_key for e in result.get_asset_materialization_events()] == [key]
+    checks = _check_results(result)
+    assert set(checks) == {"ocean_tracking/tracking_requests:primary_key_unique_not_null"}
+    assert all(e.passed for e in checks.values())
+    # one page of tracking requests: no shipment pages, parties or maps
+    spent = result.get_asset_materialization_events()[0].materialization.metadata
+    assert spent["api_requests_total"].value == 1

@@ -1,0 +1,224 @@
+"""Map pictures and files: the `maps` Dagster assets over a warehouse synced from the REAL sandbox, and the
+renderer's antimeridian handling, land outline and determinism."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import geopandas as gpd
+import matplotlib.image as mpimg
+import numpy as np
+import pytest
+import shapely
+
+from assets.maps import map_assets, read_map_features
+from assets.resources import Warehouse
+from pipelines.land import LAND_PATH, load_land
+from pipelines.maps_render import (
+    OVERVIEW_DPI,
+    OVERVIEW_FIGSIZE,
+    ROUTE_DPI,
+    ROUTE_FIGSIZE,
+    central_longitude,
+    lines_in_frame,
+    render_container_route,
+    wrap_to_frame,
+)
+from tests.e2e.conftest import sync_once
+
+OPS = ("maps__map_features_geoparquet", "maps__route_maps", "maps__routes_overview")
+ROUTE_PX = (round(ROUTE_FIGSIZE[1] * ROUTE_DPI), round(ROUTE_FIGSIZE[0] * ROUTE_DPI))  # rows, columns
+OVERVIEW_PX = (round(OVERVIEW_FIGSIZE[1] * OVERVIEW_DPI), round(OVERVIEW_FIGSIZE[0] * OVERVIEW_DPI))
+
+
+def _materialize(duckdb_path: Path, data_dir: Path) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        map_assets,
+        resources={"warehouse": Warehouse(duckdb_path=str(duckdb_path))},
+        run_config={"ops": {op: {"config": {"data_dir": str(data_dir)}} for op in OPS}},
+    )
+
+
+def _metadata(result: dg.ExecuteInProcessResult, name: str) -> dict:
+    key = dg.AssetKey(["maps", name])
+    events = [e for e in result.get_asset_materialization_events() if e.materialization.asset_key == key]
+    assert len(events) == 1
+    return {k: v.value for k, v in events[0].materialization.metadata.items()}
+
+
+def _png(path: Path) -> np.ndarray:
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
+    return mpimg.imread(path)
+
+
+@pytest.fixture(scope="module")
+def synced(sandbox, tmp_path_factory) -> Path:
+    """One sync of the real sandbox into a fresh DuckDB file."""
+    return sync_once(sandbox, tmp_path_factory.mktemp("maps_sync")).duckdb_path
+
+
+@pytest.fixture(scope="module")
+def materialized(synced, tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("maps_out")
+    result = _materialize(synced, data_dir)
+    assert result.success
+    return result, data_dir
+
+
+def _scalar(duckdb_path: Path, sql: str):
+    with duckdb.connect(str(duckdb_path), read_only=True) as con:
+        return con.execute(sql).fetchone()[0]
+
+
+def test_geoparquet_reads_back_with_every_feature(synced, materialized):
+    result, data_dir = materialized
+    path = data_dir / "map_features.parquet"
+    rows = _scalar(synced, "select count(*) from ocean_tracking.map_features")
+    assert rows > 0
+
+    frame = gpd.read_parquet(path)
+
+    assert frame.crs.to_epsg() == 4326
+    assert len(frame) == rows
+    meta = _metadata(result, "map_features_geoparquet")
+    assert meta["rows"] == rows
+    assert meta["bytes"] == path.stat().st_size
+    assert meta["path"] == str(path)
+
+
+def test_one_route_map_per_container_at_sea(synced, materialized):
+    result, data_dir = materialized
+    folder = data_dir / "maps" / "routes"
+    expected = sorted(
+        n
+        for (n,) in duckdb.connect(str(synced), read_only=True)
+        .execute(
+            "select c.number from ocean_tracking.containers c where c.id in (select container_id from "
+            "ocean_tracking.map_features where feature_type = 'current_vessel')"
+        )
+        .fetchall()
+    )
+    assert expected, "the sandbox should have containers at sea"
+    assert len(set(expected)) == len(expected)
+
+    pngs = sorted(folder.glob("*.png"))
+
+    assert [p.stem for p in pngs] == expected
+    for path in pngs:
+        image = _png(path)
+        assert image.shape[:2] == ROUTE_PX
+        assert float(image[..., :3].var()) > 0.0
+    meta = _metadata(result, "route_maps")
+    assert meta["count"] == len(expected)
+    assert meta["folder"] == str(folder)
+    assert meta["preview"].startswith("![") and "data:image/png;base64," in meta["preview"]
+
+
+def test_overview_written_and_not_blank(materialized):
+    result, data_dir = materialized
+    path = data_dir / "maps" / "overview.png"
+
+    image = _png(path)
+
+    assert image.shape[:2] == OVERVIEW_PX
+    assert float(image[..., :3].var()) > 0.0
+    meta = _metadata(result, "routes_overview")
+    assert meta["path"] == str(path)
+    assert "data:image/png;base64," in meta["preview"]
+
+
+def test_trans_pacific_route_is_drawn_continuous_not_across_the_world(synced, tmp_path):
+    features = read_map_features(Warehouse(duckdb_path=str(synced)), in_transit_only=True)
+    lines = features[features["feature_type"] != "port"]
+    crossing = sorted(set(lines.loc[shapely.get_type_id(lines.geometry.values) == 5, "container_id"]))
+    assert crossing, "the sandbox should have a container at sea on a route over the antimeridian"
+
+    for container_id in crossing[:3]:
+        route = features[features["container_id"] == container_id]
+        naive_span = route.total_bounds[2] - route.total_bounds[0]  # the split geometry on a -180..180 frame
+        rendered = render_container_route(route, load_land(), tmp_path / f"{container_id}.png", container_id)
+
+        assert naive_span > 300
+        assert rendered.lon_span < 200
+        xmin, xmax, _, _ = rendered.extent
+        assert xmin < 180 < xmax  # the antimeridian is inside the map, not at its edges
+        image = _png(rendered.path)
+        assert image.shape[:2] == ROUTE_PX
+
+
+def test_rendering_is_deterministic(synced, tmp_path):
+    features = read_map_features(Warehouse(duckdb_path=str(synced)), in_transit_only=True)
+    container_id = sorted(features["container_id"].unique())[0]
+    route = features[features["container_id"] == container_id]
+    land = load_land()
+
+    first = render_container_route(route, land, tmp_path / "a.png", "same")
+    second = render_container_route(route, land, tmp_path / "b.png", "same")
+
+    assert first.path.read_bytes() == second.path.read_bytes()
+    assert first.extent == second.extent
+
+
+def test_empty_warehouse_gives_no_route_maps_and_an_empty_overview(tmp_path):
+    duckdb_path = tmp_path / "empty.duckdb"
+    duckdb.connect(str(duckdb_path)).close()
+
+    result = _materialize(duckdb_path, tmp_path / "out")
+
+    assert result.success
+    assert _metadata(result, "route_maps")["count"] == 0
+    assert _metadata(result, "map_features_geoparquet")["rows"] == 0
+    assert _png(tmp_path / "out" / "maps" / "overview.png").shape[:2] == OVERVIEW_PX
+
+
+# ---- pure pieces ---------------------------------------------------------------------------------------
+
+
+def test_land_outline_is_vendored_small_and_global():
+    land = load_land()
+
+    assert LAND_PATH.stat().st_size < 1_000_000
+    assert land.crs.to_epsg() == 4326
+    assert len(land) > 50
+    assert set(shapely.get_type_id(land.geometry.values)) == {3}
+    xmin, ymin, xmax, ymax = land.total_bounds
+    assert xmin >= -180 and xmax <= 180 and ymin >= -90 and ymax <= 90
+    assert (LAND_PATH.parent / "LAND_LICENSE.md").exists()
+
+
+@pytest.mark.parametrize(
+    ("lons", "expected"),
+    [
+        ([-10.0, 20.0], 5.0),
+        ([170.0, -170.0], 180.0),  # across the antimeridian: centred on it
+        ([121.5, -118.2], 181.65),  # Shanghai - Los Angeles over the Pacific: a 0..360 frame
+        ([-179.0, -150.0], -164.5),
+        ([], 0.0),
+    ],
+)
+def test_central_longitude_is_middle_of_shortest_arc(lons, expected):
+    assert central_longitude(lons) == pytest.approx(expected)
+
+
+def test_split_line_becomes_one_continuous_path_in_the_route_frame():
+    split = shapely.MultiLineString([[(170, 30), (180, 35)], [(-180, 35), (-160, 40)]])
+    lon0 = central_longitude(shapely.get_coordinates(split)[:, 0])
+
+    paths, owner = lines_in_frame(np.array([split], dtype=object), lon0)
+
+    xs = np.concatenate([p[:, 0] for p in paths])
+    assert xs.min() == pytest.approx(170) and xs.max() == pytest.approx(200)
+    assert list(owner) == [0] * len(paths)
+    assert wrap_to_frame(np.array([-160.0]), lon0)[0] == pytest.approx(200)
+
+
+def test_line_over_the_frame_seam_is_cut_not_streaked():
+    line = shapely.LineString([(-10, 0), (10, 0)])  # crosses 0, the seam of a frame centred on 180
+
+    paths, _ = lines_in_frame(np.array([line], dtype=object), 180.0)
+
+    assert len(paths) == 2
+    for path in paths:
+        assert np.ptp(path[:, 0]) <= 10 + 1e-9

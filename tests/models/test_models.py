@@ -1,0 +1,403 @@
+"""The SQL models, built by their Dagster assets over a warehouse synced from the REAL sandbox."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import shutil
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import dagster as dg
+import duckdb
+import pytest
+import requests
+import shapely
+
+from assets.models import MODELS, SQL_DIR, header_comment, model_assets, run_model
+from assets.resources import OCEAN_TRACKING_POOL
+from tests.conftest import FULL_KEY
+from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, advance_clock, sync_once
+from tests.models.conftest import APP_URL, BuiltWarehouse, materialize_models
+
+MODEL_BY_NAME = {model.name: model for model in MODELS}
+EARTH_RADIUS_KM = 6371.0088  # mean radius (IUGG)
+
+
+def _key(name: str) -> dg.AssetKey:
+    return dg.AssetKey(["analytics", name])
+
+
+def _copy(built: BuiltWarehouse, tmp_path: Path) -> Path:
+    target = tmp_path / "warehouse.duckdb"
+    shutil.copy(built.duckdb_path, target)
+    wal = built.duckdb_path.with_name(built.duckdb_path.name + ".wal")
+    if wal.exists():
+        shutil.copy(wal, target.with_name(target.name + ".wal"))
+    return target
+
+
+# ---- the asset factory -------------------------------------------------------------------------------
+
+
+def test_one_asset_per_sql_file_with_header_as_description():
+    files = sorted(SQL_DIR.rglob("*.sql"))
+    by_key = {asset.key: asset for asset in model_assets}
+    assert set(by_key) == {_key(path.stem) for path in files}
+    for path in files:
+        asset = by_key[_key(path.stem)]
+        spec = next(iter(asset.specs))
+        assert spec.description == header_comment(path.read_text())
+        assert spec.group_name == "analytics"
+        assert asset.op.pool == OCEAN_TRACKING_POOL
+
+
+def test_deps_are_parsed_from_the_sql():
+    deps = {asset.key: set(asset.asset_deps[asset.key]) for asset in model_assets}
+    assert deps[_key("container_status")] == {
+        _key("stg_containers"),
+        _key("stg_shipments"),
+        _key("stg_terminals"),
+        _key("stg_container_holds"),
+        _key("stg_container_fees"),
+    }
+    assert deps[_key("voyage_legs")] == {_key("port_calls"), _key("stg_map_features"), _key("stg_vessels")}
+    # raw tables map to the ingest assets; a dlt child table to the resource that loads it
+    assert deps[_key("stg_map_features")] == {dg.AssetKey(["ocean_tracking", "map_features"])}
+    assert deps[_key("stg_container_holds")] == {dg.AssetKey(["ocean_tracking", "containers"])}
+
+
+def test_every_model_materializes_with_row_count_and_preview(built: BuiltWarehouse):
+    for model in MODELS:
+        (materialization,) = built.result.asset_materializations_for_node(f"analytics__{model.name}")
+        rows = built.query(f"select count(*) from analytics.{model.name}")[0][0]
+        assert materialization.metadata["dagster/row_count"].value == rows
+        preview = materialization.metadata["preview"].value
+        assert preview.splitlines()[0].startswith("| ")
+        assert len(preview.splitlines()) == 2 + min(rows, 5)
+    for name in (
+        "stg_shipments",
+        "stg_containers",
+        "container_status",
+        "port_calls",
+        "voyage_legs",
+        "deep_links",
+    ):
+        assert built.query(f"select count(*) from analytics.{name}")[0][0] > 0, name
+
+
+def test_all_model_checks_pass(built: BuiltWarehouse):
+    evaluations = built.result.get_asset_check_evaluations()
+    names = {(e.asset_key.path[-1], e.check_name) for e in evaluations}
+    assert ("container_status", "one_row_per_container") in names
+    assert ("stg_containers", "rows_match_source") in names
+    failed = [(e.asset_key.to_user_string(), e.check_name, e.metadata) for e in evaluations if not e.passed]
+    assert not failed
+
+
+# ---- container_status --------------------------------------------------------------------------------
+
+
+def _ready_by_rule(warehouse: BuiltWarehouse) -> dict[str, bool]:
+    """The readiness rule recomputed from the raw rows: available_for_pickup and no hold with status 'hold'."""
+    containers = warehouse.query("select id, _dlt_id, available_for_pickup from ocean_tracking.containers")
+    blocked: set[str] = set()
+    if warehouse.table_exists("ocean_tracking", "containers__holds_at_pod_terminal"):
+        holds = warehouse.query(
+            "select _dlt_parent_id, status from ocean_tracking.containers__holds_at_pod_terminal"
+        )
+        blocked = {parent for parent, status in holds if status == "hold"}
+    return {id_: available is True and dlt_id not in blocked for id_, dlt_id, available in containers}
+
+
+def test_container_status_has_one_row_per_container(built: BuiltWarehouse):
+    raw_ids = [row[0] for row in built.query("select id from ocean_tracking.containers")]
+    status_ids = [row[0] for row in built.query("select container_id from analytics.container_status")]
+    assert len(status_ids) == len(set(status_ids)) == len(raw_ids)
+    assert set(status_ids) == set(raw_ids)
+
+
+def test_ready_for_pickup_follows_the_rule(built: BuiltWarehouse):
+    expected = _ready_by_rule(built)
+    actual = dict(built.query("select container_id, ready_for_pickup from analytics.container_status"))
+    assert actual == expected
+    assert any(expected.values())
+    assert not all(expected.values())
+
+
+def test_holds_block_pickup_and_pending_holds_do_not(built: BuiltWarehouse, tmp_path):
+    """The sandbox's 60 shipments have no holds at the moment (dlt has no holds table yet, and the model
+    reads it as empty); give two available containers holds the way dlt would store them and rebuild."""
+    path = _copy(built, tmp_path)
+    available = built.query(
+        "select _dlt_id from ocean_tracking.containers where available_for_pickup order by id limit 2"
+    )
+    assert len(available) == 2
+    (held,), (pending,) = available
+    with duckdb.connect(str(path)) as con:
+        con.execute(
+            """
+            create table ocean_tracking.containers__holds_at_pod_terminal as
+            select * from (values
+                ('customs', 'hold', 'CBP hold', ?, ?, 0, 'h1'),
+                ('freight', 'pending', null, ?, ?, 0, 'h2'),
+                ('USDA', 'hold', null, ?, ?, 1, 'h3')
+            ) as t(name, status, description, _dlt_root_id, _dlt_parent_id, _dlt_list_idx, _dlt_id)
+            """,
+            [held, held, pending, pending, held, held],
+        )
+        # the session sandbox has fees on some containers already: replace the held container's lines
+        con.execute(
+            "create table if not exists ocean_tracking.containers__fees_at_pod_terminal (type varchar,"
+            " amount double, currency_code varchar, _dlt_root_id varchar, _dlt_parent_id varchar,"
+            " _dlt_list_idx bigint, _dlt_id varchar)"
+        )
+        con.execute(
+            "delete from ocean_tracking.containers__fees_at_pod_terminal where _dlt_parent_id = ?", [held]
+        )
+        con.execute(
+            "insert into ocean_tracking.containers__fees_at_pod_terminal by name"
+            " select *, _dlt_parent_id as _dlt_root_id, 'fee' || _dlt_list_idx as _dlt_id from (values"
+            " ('demurrage', 100.0, 'USD', ?, 0), ('exam', 50.0, 'USD', ?, 1),"
+            " ('total', 150.0, 'USD', ?, 2), ('other', 20.0, 'EUR', ?, 3))"
+            " as t(type, amount, currency_code, _dlt_parent_id, _dlt_list_idx)",
+            [held, held, held, held],
+        )
+    result = materialize_models(
+        path,
+        selection=[
+            "analytics/stg_container_holds",
+            "analytics/stg_container_fees",
+            "analytics/container_status",
+        ],
+    )
+    assert result.success
+    rebuilt = BuiltWarehouse(path, result)
+    expected = _ready_by_rule(rebuilt)
+    actual = dict(rebuilt.query("select container_id, ready_for_pickup from analytics.container_status"))
+    assert actual == expected
+    rows = {
+        row["container_dlt_id"]: row
+        for row in rebuilt.dicts(
+            "select c.container_dlt_id, s.* from analytics.container_status s"
+            " join analytics.stg_containers c using (container_id)"
+        )
+    }
+    assert rows[held]["ready_for_pickup"] is False
+    assert rows[held]["active_holds"] == ["customs", "USDA"]
+    assert rows[held]["active_hold_count"] == 2
+    assert rows[pending]["ready_for_pickup"] is True
+    assert rows[pending]["pending_holds"] == ["freight"]
+    # the `total` line is the USD total, not added to the lines it sums
+    totals = {fee["currency_code"]: float(fee["amount"]) for fee in rows[held]["fees_total_by_currency"]}
+    assert totals == {"EUR": 20.0, "USD": 150.0}
+
+
+# ---- shipment_eta_history ----------------------------------------------------------------------------
+
+
+def _hours(delta: timedelta) -> float:
+    return round(delta.total_seconds() / 3600, 2)
+
+
+def test_eta_history_records_each_pod_eta_change(make_sandbox, tmp_path):
+    server = make_sandbox(limits=GENEROUS_LIMITS, start=FROZEN_START, speed=0.0)
+    sync_once(server, tmp_path, include_maps=False)
+    advance_clock(server, 5 * 86400)
+    synced = sync_once(server, tmp_path, include_maps=False)
+    result = materialize_models(
+        synced.duckdb_path,
+        selection=[
+            "analytics/stg_shipments",
+            "analytics/stg_shipment_eta_versions",
+            "analytics/shipment_eta_history",
+        ],
+    )
+    assert result.success
+    warehouse = BuiltWarehouse(synced.duckdb_path, result)
+
+    # expected, from the raw SCD2 rows: consecutive versions with the same POD ETA are one ETA version
+    raw = warehouse.query(
+        "select shipment_id, pod_eta_at, _dlt_valid_from, _dlt_valid_to from ocean_tracking.shipment_eta_history"
+        " order by shipment_id, _dlt_valid_from"
+    )
+    original = dict(warehouse.query("select id, pod_original_eta_at from ocean_tracking.shipments"))
+    expected: dict[str, list[dict]] = {}
+    for shipment_id, eta, valid_from, valid_to in raw:
+        versions = expected.setdefault(shipment_id, [])
+        if versions and versions[-1]["pod_eta_at"] == eta:
+            versions[-1]["valid_to"] = valid_to
+        else:
+            versions.append({"pod_eta_at": eta, "valid_from": valid_from, "valid_to": valid_to})
+    changed = {sid: versions for sid, versions in expected.items() if len(versions) >= 2}
+    assert changed, "advancing the clock 5 days changed no POD ETA"
+
+    actual = warehouse.dicts("select * from analytics.shipment_eta_history order by shipment_id, eta_version")
+    assert len(actual) == sum(len(versions) for versions in expected.values())
+    by_shipment: dict[str, list[dict]] = {}
+    for row in actual:
+        by_shipment.setdefault(row["shipment_id"], []).append(row)
+    for shipment_id, versions in changed.items():
+        rows = by_shipment[shipment_id]
+        assert [row["eta_version"] for row in rows] == list(range(1, len(versions) + 1))
+        assert [row["pod_eta_at"] for row in rows] == [v["pod_eta_at"] for v in versions]
+        assert [row["valid_from"] for row in rows] == [v["valid_from"] for v in versions]
+        assert rows[-1]["valid_to"] is None and rows[-1]["is_current"]
+        assert rows[0]["previous_pod_eta_at"] is None and rows[0]["eta_change_hours"] is None
+        for previous, row in itertools.pairwise(rows):
+            assert row["previous_pod_eta_at"] == previous["pod_eta_at"]
+            assert previous["valid_to"] == row["valid_from"]  # versions are contiguous
+            if row["pod_eta_at"] is not None and previous["pod_eta_at"] is not None:
+                assert row["eta_change"] == row["pod_eta_at"] - previous["pod_eta_at"]
+                assert row["eta_change_hours"] == pytest.approx(
+                    _hours(row["pod_eta_at"] - previous["pod_eta_at"])
+                )
+        for row in rows:
+            if row["pod_eta_at"] is not None and original[shipment_id] is not None:
+                delta = row["pod_eta_at"] - original[shipment_id]
+                assert row["eta_vs_original"] == delta
+                assert row["eta_vs_original_hours"] == pytest.approx(_hours(delta))
+
+
+# ---- route geometry ----------------------------------------------------------------------------------
+
+
+def _haversine_km(coords) -> float:
+    total = 0.0
+    for (lon1, lat1), (lon2, lat2) in itertools.pairwise(coords):
+        phi1, phi2 = math.radians(lat1), math.radians(lat2)
+        dphi, dlmb = phi2 - phi1, math.radians(lon2 - lon1)
+        a = math.sin(dphi / 2) ** 2 + math.cos(phi1) * math.cos(phi2) * math.sin(dlmb / 2) ** 2
+        total += 2 * EARTH_RADIUS_KM * math.asin(math.sqrt(a))
+    return total
+
+
+def test_voyage_leg_length_matches_haversine(built: BuiltWarehouse):
+    # the longest completed leg: its line is exactly the raw past_vessel_locations feature
+    leg = built.dicts(
+        "select container_id, leg_sequence, length_km, sailed_km from analytics.voyage_legs"
+        " where leg_status = 'completed' and geometry_source = 'actual' order by length_km desc limit 1"
+    )[0]
+    (wkb,) = built.query(
+        "select geometry from ocean_tracking.map_features where container_id = ?"
+        " and feature_type = 'past_vessel_locations' and ports_sequence = ?",
+        [leg["container_id"], leg["leg_sequence"]],
+    )[0]
+    coords = shapely.get_coordinates(shapely.from_wkb(bytes(wkb))).tolist()
+    expected = _haversine_km(coords)
+    assert expected > 100
+    assert leg["length_km"] == pytest.approx(expected, rel=0.01)
+    assert leg["sailed_km"] == pytest.approx(leg["length_km"], rel=1e-9)
+
+
+def test_legs_join_consecutive_port_calls(built: BuiltWarehouse):
+    (calls, containers) = built.query(
+        "select count(*), count(distinct container_id) from analytics.port_calls"
+    )[0]
+    legs = built.query("select count(*) from analytics.voyage_legs")[0][0]
+    assert legs == calls - containers  # n ports -> n - 1 legs per container
+    under_way = built.dicts(
+        "select length_km, sailed_km, remaining_km, vessel_name from analytics.voyage_legs"
+        " where leg_status = 'under_way'"
+    )
+    assert under_way
+    for leg in under_way:
+        assert leg["vessel_name"]
+        assert leg["length_km"] == pytest.approx(leg["sailed_km"] + leg["remaining_km"], rel=0.01)
+
+
+def test_containers_at_sea_position_and_distance_to_go(built: BuiltWarehouse):
+    at_sea = built.dicts("select * exclude (position) from analytics.containers_at_sea")
+    vessels = built.query(
+        "select container_id, geometry from ocean_tracking.map_features where feature_type = 'current_vessel'"
+    )
+    assert len(at_sea) == len(vessels) > 0
+    points = {cid: shapely.from_wkb(bytes(wkb)) for cid, wkb in vessels}
+    partial = {
+        cid: _haversine_km(shapely.get_coordinates(shapely.from_wkb(bytes(wkb))).tolist())
+        for cid, wkb in built.query(
+            "select container_id, geometry from ocean_tracking.map_features"
+            " where feature_type = 'estimated_partial_leg'"
+        )
+    }
+    for row in at_sea:
+        point = points[row["container_id"]]
+        assert (row["longitude"], row["latitude"]) == pytest.approx((point.x, point.y))
+        assert row["vessel_name"] and row["next_port_name"]
+        assert row["distance_to_next_port_km"] == pytest.approx(partial[row["container_id"]], rel=0.01)
+        assert row["distance_to_go_km"] >= row["distance_to_next_port_km"]
+        if row["following_leg_count"] == 0:
+            assert row["distance_to_go_km"] == pytest.approx(row["distance_to_next_port_km"])
+
+
+# ---- deep links --------------------------------------------------------------------------------------
+
+
+def test_deep_links_use_the_configured_app_url(built: BuiltWarehouse):
+    links = built.dicts("select * from analytics.deep_links")
+    shipments = built.query("select count(*) from ocean_tracking.shipments")[0][0]
+    containers = built.query("select count(*) from ocean_tracking.containers")[0][0]
+    assert len(links) == shipments + containers
+    for link in links:
+        parts = urlsplit(link["url"])
+        assert f"{parts.scheme}://{parts.netloc}{parts.path}" == f"{APP_URL}/shipments/find"
+        assert parse_qs(parts.query) == {"q": [link["number"]]}
+
+
+def test_deep_links_url_encode_the_number():
+    """Numbers with spaces, slashes and `&` (real bookings have them) stay one query value."""
+    con = duckdb.connect()
+    con.execute("create schema analytics")
+    con.execute(
+        "create table analytics.stg_shipments as select 's1' as shipment_id, 'AB 12/3&x=+y' as bill_of_lading_number"
+    )
+    con.execute(
+        "create table analytics.stg_containers as"
+        " select 'c1' as container_id, 's1' as shipment_id, 'MSCU 123456-7' as container_number"
+    )
+    con.execute("set variable app_url = 'https://app.example/'")
+    con.execute(MODEL_BY_NAME["deep_links"].sql)
+    urls = dict(con.execute("select id, url from analytics.deep_links").fetchall())
+    assert urls == {
+        "s1": "https://app.example/shipments/find?q=AB%2012%2F3%26x%3D%2By",
+        "c1": "https://app.example/shipments/find?q=MSCU%20123456-7",
+    }
+
+
+def test_deep_links_resolve_in_the_sandbox_web_app(built: BuiltWarehouse, sandbox, tmp_path):
+    path = _copy(built, tmp_path)
+    result = materialize_models(
+        path, app_url=sandbox.app_url, selection=["analytics/deep_links"], checks=False
+    )
+    assert result.success
+    links = BuiltWarehouse(path, result).dicts(
+        "select * from (select *, row_number() over (partition by kind order by id) as n from analytics.deep_links)"
+        " where n <= 3"
+    )
+    assert {link["kind"] for link in links} == {"shipment", "container"}
+    for link in links:
+        assert link["url"].startswith(f"{sandbox.app_url}/shipments/find?q=")
+        response = requests.get(
+            link["url"], headers={"Authorization": f"Token {FULL_KEY}"}, allow_redirects=False, timeout=10
+        )
+        assert response.status_code == 302, link
+        expected = f"{sandbox.app_url}/shipments/{link['shipment_id']}"
+        if link["kind"] == "container":
+            expected += f"?container={link['id']}"
+        assert response.headers["location"] == expected
+
+
+# ---- a raw table dlt has not created yet ---------------------------------------------------------------
+
+
+def test_missing_raw_table_reads_as_empty_and_is_not_left_behind(tmp_path):
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        con.execute("create schema ocean_tracking")
+        outcome = run_model(con, MODEL_BY_NAME["stg_container_holds"], app_url=APP_URL)
+        assert outcome == {"rows": 0, "missing_sources": ["containers__holds_at_pod_terminal"]}
+        assert con.execute("select count(*) from analytics.stg_container_holds").fetchone()[0] == 0
+        left = con.execute(
+            "select count(*) from information_schema.tables where table_schema = 'ocean_tracking'"
+        ).fetchone()[0]
+        assert left == 0
