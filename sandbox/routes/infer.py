@@ -6,20 +6,10 @@ from __future__ import annotations
 import hashlib
 import re
 
+from ..world.identifiers import is_valid_container_number
+
 CONTAINER_RE = re.compile(r"^[A-Z]{3}[UJZ]\d{7}$")
 NUMBER_RE = re.compile(r"^[A-Z0-9]{6,30}$")
-
-
-def check_digit_ok(number: str) -> bool:
-    """ISO 6346 check digit of an 11-character container number."""
-    values, v = {}, 10
-    for ch in "ABCDEFGHIJKLMNOPQRSTUVWXYZ":
-        if v % 11 == 0:
-            v += 1
-        values[ch] = v
-        v += 1
-    total = sum((values[c] if c.isalpha() else int(c)) * (2 ** i) for i, c in enumerate(number[:10]))
-    return total % 11 % 10 == int(number[10])
 
 
 def _decision(conf: float) -> str:
@@ -39,7 +29,7 @@ def infer(number: str, lines: list[dict]) -> dict | None:
                 by_prefix.setdefault(str(code).upper(), a)
     candidates: list[dict] = []
     if CONTAINER_RE.match(norm):
-        number_type, vtype, check = "container", "container", check_digit_ok(norm)
+        number_type, vtype, check = "container", "container", is_valid_container_number(norm)
         owner = norm[:3]
         candidates = [{"scac": a["scac"], "name": a.get("name"), "confidence": 0.9}
                       for code, a in by_prefix.items() if code[:3] == owner][:3]

@@ -94,6 +94,17 @@ def api_total(server, path: str, key: str = FULL_KEY) -> int:
     return response.json()["meta"]["total"]
 
 
+ENTITY_TABLES = (
+    "shipments",
+    "containers",
+    "transport_events",
+    "tracking_requests",
+    "parties",
+    "terminals",
+    "ports",
+    "vessels",
+    "shipping_lines",
+)
 FROZEN_START = datetime(2026, 11, 1, tzinfo=UTC)
 GENEROUS_LIMITS = {"default": 100_000, "tracking_requests_create": 100_000, "infer_number": 100_000, "refresh": 100_000}
 

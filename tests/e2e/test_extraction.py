@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from tests.conftest import BASIC_KEY, FULL_KEY
+from tests.e2e.conftest import ENTITY_TABLES as RAW_ENTITY_TABLES
 from tests.e2e.conftest import (
     FROZEN_START,
     GENEROUS_LIMITS,
@@ -19,18 +20,7 @@ from tests.e2e.conftest import (
     sync_once,
 )
 
-ENTITY_TABLES = (
-    "shipments",
-    "containers",
-    "transport_events",
-    "tracking_requests",
-    "parties",
-    "terminals",
-    "ports",
-    "vessels",
-    "shipping_lines",
-    "map_features",
-)
+ENTITY_TABLES = (*RAW_ENTITY_TABLES, "map_features")
 
 
 def _route_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:

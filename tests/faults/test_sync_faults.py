@@ -15,21 +15,17 @@ import requests
 
 from pipelines.errors import MalformedResponseError
 from tests.conftest import FULL_KEY
-from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, SyncResult, sandbox_stats, sync_once
+from tests.e2e.conftest import (
+    ENTITY_TABLES,
+    FROZEN_START,
+    GENEROUS_LIMITS,
+    SyncResult,
+    sandbox_stats,
+    sync_once,
+)
 
 pytestmark = pytest.mark.faults
 
-ENTITY_TABLES = (
-    "shipments",
-    "containers",
-    "transport_events",
-    "tracking_requests",
-    "parties",
-    "terminals",
-    "ports",
-    "vessels",
-    "shipping_lines",
-)
 FROZEN = {"start": FROZEN_START, "speed": 0.0, "limits": GENEROUS_LIMITS}
 # fast retries so a fault run stays quick; the limits are the sandbox's, not the real service's
 QUICK_RETRIES = {"max_attempts": 8, "backoff_factor": 0.05, "max_retry_delay": 3.0}
