@@ -1,6 +1,6 @@
 """Reference data shared by all accounts: ports, terminals and shipping lines.
 
-Loaded from `sandbox/data/` (ports.csv, terminals.csv and the vendor's shipping-lines.csv) and
+Loaded from `sandbox/reference_data/` (ports.csv, terminals.csv and the vendor's shipping-lines.csv) and
 rendered as JSON:API resources shaped like the live captures (string port coordinates, `attributes.id`
 repeated on ports and terminals, `provided_data` and `facility_type` on terminals).
 """
@@ -15,7 +15,7 @@ from typing import Literal
 
 from .identifiers import reference_uuid, stable_int
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DATA_DIR = Path(__file__).resolve().parent.parent / "reference_data"
 
 Support = Literal["supported", "unsupported", "unknown"]
 
