@@ -341,7 +341,7 @@ class OceanTrackingClient:
                 self._stats.retries += 1
             if getattr(request, "_body_position", None) is not None:
                 rewind_body(request)
-        waited = self.limiter.acquire(bucket) if bucket else 0.0
+        waited, slot = self.limiter.acquire_slot(bucket) if bucket else (0.0, None)
         with self._stats.lock:
             self._stats.requests[bucket or EXTERNAL] += 1
             if bucket:
@@ -354,6 +354,9 @@ class OceanTrackingClient:
                 exc.request = request
             logger.warning("%s: %s (attempt %d)", label, type(exc).__name__, attempt)
             raise
+        finally:
+            if slot is not None:
+                self.limiter.settle(slot)
         if response.status_code == 429:
             with self._stats.lock:
                 self._stats.responses_429 += 1

@@ -92,12 +92,17 @@ class SlidingWindowLimiter:
 
     def acquire(self, bucket: str = "default") -> float:
         """Take one slot in `bucket`, sleeping as long as needed; returns the seconds this call waited."""
+        waited, _slot = self.acquire_slot(bucket)
+        return waited
+
+    def acquire_slot(self, bucket: str = "default") -> tuple[float, int]:
+        """Like `acquire`, and also return the slot's id so `settle` can re-time it when the response is in."""
         limit = self.limits.get(bucket)
         if limit is None:
             raise KeyError(f"unknown rate bucket {bucket!r}; known: {sorted(self.limits)}")
         started = time.monotonic()
         while True:
-            delay, now = self._try_take(bucket, limit)
+            delay, now, slot = self._try_take(bucket, limit)
             if delay <= 0:
                 self.last_admitted_at = now
                 break
@@ -106,10 +111,21 @@ class SlidingWindowLimiter:
         with self._lock:
             self._requests[bucket] += 1
             self._wait[bucket] += waited
-        return waited
+        return waited, slot
 
-    def _try_take(self, bucket: str, limit: int) -> tuple[float, float]:
-        """One atomic check-and-insert → (0, now) when admitted, else (seconds until a slot frees, now)."""
+    def settle(self, slot: int) -> None:
+        """Re-time a slot to now, once its response is back (or its attempt failed).
+
+        The server counts a request when it arrives, somewhere between sending and the response. Logged at
+        the response, request n+limit cannot reach the server within a window of request n whatever the
+        latency; logged at the send (padding alone), one slow response under load was enough for a 429.
+        """
+        with self._lock:
+            self._conn.execute("UPDATE request_log SET ts = ? WHERE rowid = ?", (time.time(), slot))
+
+    def _try_take(self, bucket: str, limit: int) -> tuple[float, float, int]:
+        """One atomic check-and-insert → (0, now, slot id) when admitted, else (seconds until a slot frees,
+        now, -1)."""
         with self._lock:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
@@ -125,17 +141,17 @@ class SlidingWindowLimiter:
                     (self.fingerprint, bucket, limit),
                 ).fetchall()
                 if len(rows) < limit:
-                    conn.execute(
+                    slot = conn.execute(
                         "INSERT INTO request_log (key, bucket, ts) VALUES (?, ?, ?)", (self.fingerprint, bucket, now)
-                    )
+                    ).lastrowid
                     conn.execute("COMMIT")
-                    return 0.0, now
+                    return 0.0, now, slot
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
         # rows[-1] is the oldest of the `limit` newest entries: a slot frees when it leaves the window.
-        return max(rows[-1][0] + self.window - now, 0.001), now
+        return max(rows[-1][0] + self.window - now, 0.001), now, -1
 
     def stats(self) -> dict[str, dict[str, float]]:
         """Requests admitted and seconds waited per bucket, by this process's instance."""

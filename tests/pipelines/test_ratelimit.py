@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 
 import pytest
 
@@ -93,3 +94,16 @@ def test_two_processes_share_one_budget(tmp_path):
     assert len(stamps) == 30
     # A per-process limiter would admit 20 in the first second; the shared log admits 10.
     assert _max_in_window(stamps, 1.0) == 10
+
+
+def test_a_settled_slot_counts_from_its_response_not_its_send(tmp_path):
+    limiter = SlidingWindowLimiter(FP, path=tmp_path / "l.sqlite", window_seconds=0.5, padding=0.0, limits={"default": 1})
+    _, slot = limiter.acquire_slot("default")
+    time.sleep(0.6)  # a slow response: the server may have counted the request this late
+    limiter.settle(slot)
+    settled_at = time.time()
+
+    limiter.acquire("default")
+
+    # the window (plus the 0.25 s floor) runs from the response, not from the send 0.6 s earlier
+    assert limiter.last_admitted_at >= settled_at + 0.5
