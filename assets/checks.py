@@ -25,6 +25,7 @@ import duckdb
 
 from assets.ingest import DEFAULT_FRESHNESS_HOURS, asset_key
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
+from pipelines.pipeline import table_exists
 
 FRESHNESS_HOURS_ENV = "OCEAN_TRACKING_FRESHNESS_HOURS"
 
@@ -72,16 +73,6 @@ RELATIONSHIPS = (
 )
 
 
-def _table_exists(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> bool:
-    """True when the table (or view) exists: dlt creates a table only once it received rows."""
-    return bool(
-        con.execute(
-            "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
-            [schema, table],
-        ).fetchone()[0]
-    )
-
-
 def _missing(table: str) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         passed=False,
@@ -118,7 +109,7 @@ def orphan_count(con: duckdb.DuckDBPyConnection, schema: str, rel: Relationship)
 
 def check_keys(con: duckdb.DuckDBPyConnection, schema: str, spec: KeySpec) -> dg.AssetCheckResult:
     """Primary key never null and unique."""
-    if not _table_exists(con, schema, spec.table):
+    if not table_exists(con, schema, spec.table):
         return _missing(spec.table)
     counts = key_counts(con, schema, spec)
     return dg.AssetCheckResult(passed=counts["null_keys"] == 0 and counts["duplicate_keys"] == 0, metadata=counts)
@@ -127,7 +118,7 @@ def check_keys(con: duckdb.DuckDBPyConnection, schema: str, spec: KeySpec) -> dg
 def check_relationship(con: duckdb.DuckDBPyConnection, schema: str, rel: Relationship) -> dg.AssetCheckResult:
     """Every non-null relationship id resolves to a parent row."""
     for table in (rel.child, rel.parent):
-        if not _table_exists(con, schema, table):
+        if not table_exists(con, schema, table):
             return _missing(table)
     orphans, sample = orphan_count(con, schema, rel)
     return dg.AssetCheckResult(
@@ -138,7 +129,7 @@ def check_relationship(con: duckdb.DuckDBPyConnection, schema: str, rel: Relatio
 def check_geometries(con: duckdb.DuckDBPyConnection, schema: str) -> dg.AssetCheckResult:
     """Invalid route geometries break GeoParquet exports and spatial joins; nulls are legitimate
     (features without a position), so they are reported, not failed."""
-    if not _table_exists(con, schema, "map_features_geo"):
+    if not table_exists(con, schema, "map_features_geo"):
         return _missing("map_features_geo")
     rows, nulls, invalid, invalid_split = con.execute(
         f"""select count(*),
@@ -166,7 +157,7 @@ def freshness_hours() -> float:
 def check_loaded_recently(con: duckdb.DuckDBPyConnection, schema: str) -> dg.AssetCheckResult:
     """Freshness of the warehouse itself, whoever loaded it (Dagster run or CLI sync)."""
     limit = timedelta(hours=freshness_hours())
-    if not _table_exists(con, schema, "_dlt_loads"):
+    if not table_exists(con, schema, "_dlt_loads"):
         return _missing("_dlt_loads")
     last = con.execute(f"select max(inserted_at) from {schema}._dlt_loads where status = 0").fetchone()[0]
     if last is None:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import duckdb
 import geopandas as gpd
 import pyarrow.parquet as pq
 from pydantic import Field
@@ -28,6 +27,7 @@ from assets.resources import OCEAN_TRACKING_POOL, Warehouse
 from pipelines.exports import export_map_features_geoparquet
 from pipelines.land import load_land
 from pipelines.maps_render import features_frame, render_container_route, render_overview
+from pipelines.pipeline import table_exists
 
 MAPS_GROUP = "maps"
 KEY_PREFIX = ["maps"]
@@ -51,25 +51,16 @@ class MapsConfig(dg.Config):
 # ---- reading the warehouse ---------------------------------------------------------------------------
 
 
-def _table_exists(con, schema: str, table: str) -> bool:
-    return bool(
-        con.execute(
-            "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
-            [schema, table],
-        ).fetchone()[0]
-    )
-
-
 def read_map_features(warehouse: Warehouse, in_transit_only: bool = False) -> gpd.GeoDataFrame | None:
     """The map features (geometry: the antimeridian-split variant) joined to their container's number;
     None when no map was loaded. `in_transit_only`: only containers that have a current_vessel feature."""
     schema = warehouse.dataset_name
     # A plain read-only connection, names qualified: `Warehouse.connect(read_only=True)` sets a search path
     # that includes the analytics schema, which fails on a warehouse whose models have not run yet.
-    with duckdb.connect(str(warehouse.path), read_only=True) as con:
-        if not _table_exists(con, schema, "map_features"):
+    with warehouse.connect(read_only=True) as con:
+        if not table_exists(con, schema, "map_features"):
             return None
-        has_containers = _table_exists(con, schema, "containers")
+        has_containers = table_exists(con, schema, "containers")
         number = "c.number as container_number" if has_containers else "null::varchar as container_number"
         join = f"left join {schema}.containers c on c.id = f.container_id" if has_containers else ""
         where = (
@@ -124,14 +115,15 @@ def png_preview_md(path: Path, width: int = PREVIEW_WIDTH, alt: str = "map") -> 
     return f"![{alt}](data:image/png;base64,{encoded})"
 
 
+# Shared by the three file assets: they read the raw map tables and must not read DuckDB while ingest
+# writes it (the pool).
+MAPS_ASSET = {"key_prefix": KEY_PREFIX, "group_name": MAPS_GROUP, "deps": RAW_DEPS, "pool": OCEAN_TRACKING_POOL}
+
 # ---- assets ------------------------------------------------------------------------------------------
 
 
 @dg.asset(
-    key_prefix=KEY_PREFIX,
-    group_name=MAPS_GROUP,
-    deps=RAW_DEPS,
-    pool=OCEAN_TRACKING_POOL,
+    **MAPS_ASSET,
     kinds={"duckdb", "parquet"},
     description="Every loaded map feature as GeoParquet (EPSG:4326) for GIS tools: `<data_dir>/map_features.parquet`.",
 )
@@ -159,10 +151,7 @@ def map_features_geoparquet(
 
 
 @dg.asset(
-    key_prefix=KEY_PREFIX,
-    group_name=MAPS_GROUP,
-    deps=RAW_DEPS,
-    pool=OCEAN_TRACKING_POOL,
+    **MAPS_ASSET,
     kinds={"duckdb", "matplotlib"},
     description=(
         "One PNG route map per container at sea (a container whose map has a current_vessel feature): "
@@ -210,10 +199,7 @@ def route_maps(
 
 
 @dg.asset(
-    key_prefix=KEY_PREFIX,
-    group_name=MAPS_GROUP,
-    deps=RAW_DEPS,
-    pool=OCEAN_TRACKING_POOL,
+    **MAPS_ASSET,
     kinds={"duckdb", "matplotlib"},
     description="Every route (thin lines) and every vessel at sea on one map: `<data_dir>/maps/overview.png`.",
 )

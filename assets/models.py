@@ -32,7 +32,7 @@ import sqlglot
 from sqlglot import exp
 
 from assets.resources import ANALYTICS_SCHEMA, OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
-from pipelines.pipeline import DATASET_NAME
+from pipelines.pipeline import DATASET_NAME, table_exists
 
 logger = logging.getLogger(__name__)
 
@@ -152,11 +152,6 @@ def load_models(sql_dir: Path = SQL_DIR) -> list[SqlModel]:
 # ---- running a model ---------------------------------------------------------------------------------
 
 
-def _relation_exists(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> bool:
-    query = "select count(*) from information_schema.tables where table_schema = ? and table_name = ?"
-    return con.execute(query, [schema, name]).fetchone()[0] > 0
-
-
 def run_model(con: duckdb.DuckDBPyConnection, model: SqlModel, *, app_url: str) -> dict[str, Any]:
     """Build one model in a single transaction; returns its row count and the raw tables stood in for."""
     if not con.execute(
@@ -167,7 +162,7 @@ def run_model(con: duckdb.DuckDBPyConnection, model: SqlModel, *, app_url: str) 
         )
     con.execute(f"create schema if not exists {ANALYTICS_SCHEMA}")
     con.execute("set variable app_url = ?", [app_url])
-    missing = [table for table in model.raw_sources if not _relation_exists(con, RAW_SCHEMA, table)]
+    missing = [table for table in model.raw_sources if not table_exists(con, RAW_SCHEMA, table)]
     con.begin()
     try:
         for table in missing:
@@ -268,7 +263,7 @@ def _read(warehouse: Warehouse) -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 def _count(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> int:
-    if not _relation_exists(con, schema, table):
+    if not table_exists(con, schema, table):
         return 0
     return con.execute(f'select count(*) from {schema}."{table}"').fetchone()[0]
 

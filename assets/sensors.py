@@ -14,6 +14,7 @@ import duckdb
 
 from assets.ingest import asset_key
 from assets.resources import OceanTrackingApi, Warehouse
+from pipelines.pipeline import table_exists
 
 PAGE_SIZE = 100
 FOLLOW_UP_KEYS = [
@@ -42,11 +43,7 @@ def pending_in_warehouse(warehouse: Warehouse) -> set[str]:
     if not warehouse.path.exists():
         return set()
     with warehouse.connect(read_only=True) as con:
-        exists = con.execute(
-            "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
-            [warehouse.dataset_name, "tracking_requests"],
-        ).fetchone()[0]
-        if not exists:
+        if not table_exists(con, warehouse.dataset_name, "tracking_requests"):
             return set()
         rows = con.execute(
             f"select id from {warehouse.dataset_name}.tracking_requests where status = 'pending'"

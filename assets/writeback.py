@@ -6,12 +6,9 @@ warehouse file), using the `ocean_tracking_api` and `warehouse` resources. Run c
 reports what would be sent without sending or recording anything.
 """
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
-import duckdb
 
 from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
 from pipelines.writeback.documents import items_from_source, upload_documents
@@ -48,19 +45,6 @@ class UploadDocumentsConfig(WritebackSource):
     """Run config of `upload_documents_job` (source_path may be a folder)."""
 
 
-@contextmanager
-def _connect(warehouse: Warehouse) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A plain read-write connection to the warehouse file. Not `Warehouse.connect()`: its search path
-    names the dataset/analytics schemas, which a fresh file (write-back before the first sync) lacks,
-    and write-back needs neither spatial nor the search path (every name it uses is qualified)."""
-    warehouse.path.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(warehouse.path))
-    try:
-        yield con
-    finally:
-        con.close()
-
-
 def _finish(context: dg.OpExecutionContext, counts: dict[str, int], rows: list[dict[str, Any]],
             dry_run: bool) -> dict[str, Any]:
     context.log.info(f"{'dry run: ' if dry_run else ''}{counts}")
@@ -73,7 +57,7 @@ def _finish(context: dg.OpExecutionContext, counts: dict[str, int], rows: list[d
 def create_tracking_requests_op(context: dg.OpExecutionContext, config: CreateTrackingRequestsConfig,
                                 ocean_tracking_api: OceanTrackingApi, warehouse: Warehouse) -> dict:
     """Create the tracking requests of a CSV/table once each (see pipelines.writeback.tracking_requests)."""
-    with _connect(warehouse) as con, ocean_tracking_api.client() as client:
+    with warehouse.connect() as con, ocean_tracking_api.client() as client:
         report = create_tracking_requests(read_rows(config.source(), con), client, WritebackStore(con),
                                           dry_run=config.dry_run)
     rows = [{"row": r.row_index, "request_number": r.request_number, "status": r.status,
@@ -85,7 +69,7 @@ def create_tracking_requests_op(context: dg.OpExecutionContext, config: CreateTr
 def patch_ref_numbers_op(context: dg.OpExecutionContext, config: PatchRefNumbersConfig,
                          ocean_tracking_api: OceanTrackingApi, warehouse: Warehouse) -> dict:
     """Set ref_numbers on shipments/containers from a CSV/table (see pipelines.writeback.ref_numbers)."""
-    with _connect(warehouse) as con, ocean_tracking_api.client() as client:
+    with warehouse.connect() as con, ocean_tracking_api.client() as client:
         report = patch_ref_numbers(read_rows(config.source(), con), client, WritebackStore(con), con,
                                    dry_run=config.dry_run)
     rows = [{"row": r.row_index, "kind": r.kind, "id": r.target_id, "ref_numbers": r.ref_numbers,
@@ -97,7 +81,7 @@ def patch_ref_numbers_op(context: dg.OpExecutionContext, config: PatchRefNumbers
 def upload_documents_op(context: dg.OpExecutionContext, config: UploadDocumentsConfig,
                         ocean_tracking_api: OceanTrackingApi, warehouse: Warehouse) -> dict:
     """Upload a folder or manifest of documents once each (see pipelines.writeback.documents)."""
-    with _connect(warehouse) as con, ocean_tracking_api.client() as client:
+    with warehouse.connect() as con, ocean_tracking_api.client() as client:
         report = upload_documents(items_from_source(config.source(), con), client, WritebackStore(con),
                                   dry_run=config.dry_run)
     rows = [{"file": r.path, "name": r.name, "status": r.status, "step": r.step, "document_id": r.document_id,

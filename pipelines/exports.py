@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.geo import write_geoparquet
-from pipelines.pipeline import DATA_DIR, DATASET_NAME
+from pipelines.pipeline import DATA_DIR, DATASET_NAME, table_exists
 
 DEFAULT_GEOPARQUET_PATH = DATA_DIR / "map_features.parquet"
 
@@ -21,11 +21,7 @@ def export_map_features_geoparquet(
     GeoParquet metadata that QGIS, GDAL and DuckDB's reader expect.
     """
     with duckdb.connect(str(duckdb_path), read_only=True) as con:
-        exists = con.execute(
-            "select count(*) from information_schema.tables where table_schema = ? and table_name = 'map_features'",
-            [dataset_name],
-        ).fetchone()[0]
-        if not exists:
+        if not table_exists(con, dataset_name, "map_features"):
             return None
         table = con.execute(
             f"select columns(c -> not starts_with(c, '_dlt_')) from {dataset_name}.map_features "

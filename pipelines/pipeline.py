@@ -95,14 +95,16 @@ def run_sync(pipeline: dlt.Pipeline, source: DltSource, target: Target) -> LoadI
     return info
 
 
+def table_exists(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> bool:
+    """True when the table (or view) exists: dlt creates a table only once it has received rows."""
+    query = "select count(*) from information_schema.tables where table_schema = ? and table_name = ?"
+    return con.execute(query, [schema, table]).fetchone()[0] > 0
+
+
 def create_geometry_view(duckdb_path: Path, dataset_name: str = DATASET_NAME) -> None:
     """(Re)create `map_features_geo`, the map features with GEOMETRY columns, once the table exists."""
     with duckdb.connect(str(duckdb_path)) as con:
-        exists = con.execute(
-            "select count(*) from information_schema.tables where table_schema = ? and table_name = ?",
-            [dataset_name, "map_features"],
-        ).fetchone()[0]
-        if exists:
+        if table_exists(con, dataset_name, "map_features"):
             load_spatial(con)
             con.execute(MAP_FEATURES_GEO_VIEW.format(dataset=dataset_name))
 

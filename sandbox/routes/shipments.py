@@ -19,18 +19,19 @@ async def list_shipments(ctx: Ctx) -> dict:
     return list_document(ctx, seq, default_size=30, meta="shipments")
 
 
-def _shipment(ctx: Ctx) -> dict:
-    sid = ctx.request.path_params["id"]
-    found = ctx.account.get("shipment", sid, ctx.now)
+def _by_path_id(ctx: Ctx, type_: str) -> dict:
+    """The account's resource named by the route's `{id}`, or the JSON:API 404."""
+    id_ = ctx.request.path_params["id"]
+    found = ctx.account.get(type_, id_, ctx.now)
     if found is None:
-        raise not_found("Shipment", sid)
+        raise not_found(type_.capitalize(), id_)
     return found
 
 
 @api()
 async def get_shipment(ctx: Ctx) -> dict:
     """GET /shipments/{id} with include."""
-    return one_document(ctx, _shipment(ctx))
+    return one_document(ctx, _by_path_id(ctx, "shipment"))
 
 
 @api()
@@ -53,18 +54,10 @@ async def list_containers(ctx: Ctx) -> dict:
     return list_document(ctx, ctx.account.containers(ctx.now), default_size=30, meta="containers")
 
 
-def _container(ctx: Ctx) -> dict:
-    cid = ctx.request.path_params["id"]
-    found = ctx.account.get("container", cid, ctx.now)
-    if found is None:
-        raise not_found("Container", cid)
-    return found
-
-
 @api()
 async def get_container(ctx: Ctx) -> dict:
     """GET /containers/{id} with include."""
-    return one_document(ctx, _container(ctx))
+    return one_document(ctx, _by_path_id(ctx, "container"))
 
 
 @api()
@@ -107,7 +100,7 @@ async def refresh_container(ctx: Ctx) -> dict:
     if REFRESH not in ctx.principal.entitlements:
         raise api_error(403, "API access not enabled",
                         "This API endpoint is not enabled for your account. Please contact support@terminal49.com")
-    _container(ctx)
+    _by_path_id(ctx, "container")
     return {"message": "Started refresh for Shipping line, Terminal, Rail"}
 
 
