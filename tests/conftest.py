@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,9 @@ BASIC_KEY = "sbx_test_basic_0a9b8c7d6e5f"
 REVOKED_KEY = "sbx_test_revoked_1122334455"
 SEED = 7
 SHIPMENTS = 60
+# Every sandbox a test starts begins at this instant, never at "now": the simulated world follows its clock
+# (holds appear and clear, vessels sail), so a world started at the wall clock differs from day to day.
+SANDBOX_START = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def shared_dir() -> Path:
@@ -27,7 +31,8 @@ def _settings(**overrides):
     from sandbox.config import Settings
 
     base = dict(host="127.0.0.1", port=0, seed=SEED, shipments=SHIPMENTS, api_keys=[FULL_KEY, FULL_KEY_2],
-                no_routing_keys=[BASIC_KEY], revoked_keys=[REVOKED_KEY], signing_secret="test-secret")
+                no_routing_keys=[BASIC_KEY], revoked_keys=[REVOKED_KEY], signing_secret="test-secret",
+                start=SANDBOX_START)
     base.update(overrides)
     return Settings(**base)
 

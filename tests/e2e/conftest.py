@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from pipelines.config import load_settings
 from pipelines.pipeline import DATASET_NAME, duckdb_target, make_pipeline, run_sync
 from pipelines.source import ocean_tracking
 from pipelines.spatial import load_spatial
-from tests.conftest import FULL_KEY
+from tests.conftest import FULL_KEY, SANDBOX_START
 
 
 @dataclass
@@ -105,7 +104,7 @@ ENTITY_TABLES = (
     "vessels",
     "shipping_lines",
 )
-FROZEN_START = datetime(2026, 11, 1, tzinfo=UTC)
+FROZEN_START = SANDBOX_START
 GENEROUS_LIMITS = {"default": 100_000, "tracking_requests_create": 100_000, "infer_number": 100_000, "refresh": 100_000}
 
 

@@ -127,8 +127,8 @@ def test_ready_for_pickup_follows_the_rule(built: BuiltWarehouse):
 
 
 def test_holds_block_pickup_and_pending_holds_do_not(built: BuiltWarehouse, tmp_path):
-    """The sandbox's 60 shipments have no holds at the moment (dlt has no holds table yet, and the model
-    reads it as empty); give two available containers holds the way dlt would store them and rebuild."""
+    """Give two available containers holds the way dlt stores them (replacing whatever holds the world
+    gave them) and rebuild: a `hold` blocks pickup, a `pending` one does not."""
     path = _copy(built, tmp_path)
     available = built.query(
         "select _dlt_id from ocean_tracking.containers where available_for_pickup order by id limit 2"
@@ -136,9 +136,19 @@ def test_holds_block_pickup_and_pending_holds_do_not(built: BuiltWarehouse, tmp_
     assert len(available) == 2
     (held,), (pending,) = available
     with duckdb.connect(str(path)) as con:
+        # dlt creates the child table only once some container had a hold: create it the way dlt would
+        con.execute(
+            "create table if not exists ocean_tracking.containers__holds_at_pod_terminal (name varchar,"
+            " status varchar, description varchar, _dlt_root_id varchar, _dlt_parent_id varchar,"
+            " _dlt_list_idx bigint, _dlt_id varchar)"
+        )
+        con.execute(
+            "delete from ocean_tracking.containers__holds_at_pod_terminal where _dlt_parent_id in (?, ?)",
+            [held, pending],
+        )
         con.execute(
             """
-            create table ocean_tracking.containers__holds_at_pod_terminal as
+            insert into ocean_tracking.containers__holds_at_pod_terminal by name
             select * from (values
                 ('customs', 'hold', 'CBP hold', ?, ?, 0, 'h1'),
                 ('freight', 'pending', null, ?, ?, 0, 'h2'),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import requests
 
-from tests.conftest import FULL_KEY
+from tests.conftest import FULL_KEY, SANDBOX_START
 from tests.sandbox.http.http_helpers import Client, ok
 
 REPO = Path(__file__).resolve().parents[3]
@@ -53,6 +53,7 @@ def test_health(sandbox):
 def test_cli_prints_ready_line_and_serves():
     env = {**os.environ, "SANDBOX_RATE_WINDOW": "5"}
     proc = subprocess.Popen([sys.executable, "-m", "sandbox", "--port", "0", "--shipments", "50", "--seed", "3",
+                             "--start", SANDBOX_START.isoformat(),
                              "--api-key", "cli-key-123", "--api-key-no-routing", "cli-basic-456",
                              "--revoked-key", "cli-old-789"], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -71,7 +72,8 @@ def test_cli_prints_ready_line_and_serves():
 
 
 def test_cli_generates_a_key_when_none_given():
-    proc = subprocess.Popen([sys.executable, "-m", "sandbox", "--port", "0", "--shipments", "50"], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "sandbox", "--port", "0", "--shipments", "50",
+                             "--start", SANDBOX_START.isoformat()], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
