@@ -25,9 +25,8 @@ import duckdb
 
 from assets.ingest import DEFAULT_FRESHNESS_HOURS, asset_key
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
-from pipelines.pipeline import table_exists
-
-FRESHNESS_HOURS_ENV = "OCEAN_TRACKING_FRESHNESS_HOURS"
+from pipelines.settings import FRESHNESS_HOURS_ENV
+from pipelines.warehouse.tables import table_exists
 
 
 @dataclass(frozen=True)

@@ -1,41 +1,37 @@
 """Ingest: the `ocean_tracking` dlt source as Dagster assets `ocean_tracking/<table>` (group `ingest`).
 
-One multi-asset (`@dlt_assets`, subsettable) runs the dlt pipeline into the warehouse. Two measured
-pitfalls shape it (see STACK-NOTES, dagster-dlt):
-- the source is built FRESH in the asset body with the client of the `ocean_tracking_api` resource;
-  a source built once at import fails every second materialization in one process (dlt issue #4253).
-  The import-time source only describes the assets (keys, deps) and holds a client that refuses to send.
+One subsettable multi-asset runs the one load path (`pipelines.sync.load_account`, the same the CLI's
+`sync` runs) and turns its dlt `LoadInfo` into materializations. Why not `dagster-dlt`'s `@dlt_assets`
+and `DagsterDltResource.run`: the resource drops the pipeline's pending load packages before every run
+(an interrupted load would be thrown away instead of finished), and the decorator needs a dlt source and
+pipeline built at import, which makes loading the code location slow and writes dlt's working folder.
+The specs here carry what the decorator would derive (kinds, table names); the columns are reported at
+materialization from dlt's schema, so they are the loaded ones.
+
+- the source is built FRESH in the asset body with the client of the `ocean_tracking_api` resource
+  (a source reused across materializations fails every second run: dlt issue #4253);
 - the op runs in the `ocean_tracking` pool (limit 1 in dagster.yaml): two runs never split the
   account's 100 requests/min nor fight over DuckDB's single writer.
 """
 
 import json
-import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from graphlib import TopologicalSorter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-import dlt as dlt_lib
-from dagster_dlt import DagsterDltResource, DagsterDltTranslator, dlt_assets
-from dagster_dlt.translator import DltResourceTranslatorData
 
 from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
-from pipelines.pipeline import (
-    DATASET_NAME,
-    PIPELINE_NAME,
-    create_geometry_view,
-    make_pipeline,
-    table_row_counts,
-)
-from pipelines.source import ocean_tracking
+from pipelines.settings import DATASET_NAME, pipelines_dir
+from pipelines.warehouse.tables import table_row_counts
+
+if TYPE_CHECKING:
+    import dlt
 
 KEY_PREFIX = "ocean_tracking"
 INGEST_GROUP = "ingest"
-PIPELINES_DIR_ENV = "OCEAN_TRACKING_PIPELINES_DIR"
 # The daily full sync plus slack for a retried or queued run.
 DEFAULT_FRESHNESS_HOURS = 26.0
 
@@ -80,44 +76,19 @@ LOAD_ORDER = tuple(TopologicalSorter(TABLE_DEPS).static_order())
 INGEST_KEYS = [asset_key(table) for table in LOAD_ORDER]
 
 
-class OceanTrackingTranslator(DagsterDltTranslator):
-    """Clean keys `ocean_tracking/<table>`, group `ingest`, deps that follow the foreign keys instead
-    of dagster-dlt's synthetic `dlt_<source>_<resource>` upstream keys, and a freshness policy."""
-
-    def get_asset_spec(self, data: DltResourceTranslatorData) -> dg.AssetSpec:
-        """The default spec (table metadata, kinds) with our key, deps, group and description."""
-        spec = super().get_asset_spec(data)
-        name = data.resource.name
-        return spec.replace_attributes(
-            key=asset_key(name),
-            deps=[asset_key(parent) for parent in TABLE_DEPS.get(name, ())],
-            group_name=INGEST_GROUP,
-            description=DESCRIPTIONS.get(name, spec.description),
-            freshness_policy=dg.FreshnessPolicy.time_window(
-                fail_window=timedelta(hours=DEFAULT_FRESHNESS_HOURS),
-                warn_window=timedelta(hours=DEFAULT_FRESHNESS_HOURS - 2),
-            ),
-        )
-
-
-class _DescribeOnlyClient:
-    """Stands in for the API client in the import-time source, which only describes the assets.
-
-    Building the real client at import would need the API key just to load the code location."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise RuntimeError(
-            "The import-time ocean_tracking source must not send requests; the asset body builds a fresh one."
-        )
-
-
-def _describe_only_pipeline() -> dlt_lib.Pipeline:
-    """A pipeline that only tells dagster-dlt the destination kind (duckdb); it never runs."""
-    return dlt_lib.pipeline(
-        pipeline_name=f"{PIPELINE_NAME}_asset_specs",
-        destination=dlt_lib.destinations.duckdb(os.path.join(tempfile.gettempdir(), "never_written.duckdb")),
-        dataset_name=DATASET_NAME,
-        pipelines_dir=os.path.join(tempfile.gettempdir(), "ocean_tracking_dagster_specs"),
+def ingest_spec(table: str) -> dg.AssetSpec:
+    """The spec of one ingest table: key, deps that follow the foreign keys, group, freshness policy."""
+    return dg.AssetSpec(
+        key=asset_key(table),
+        deps=[asset_key(parent) for parent in TABLE_DEPS[table]],
+        group_name=INGEST_GROUP,
+        description=DESCRIPTIONS[table],
+        kinds={"dlt", "duckdb"},
+        metadata={"dagster/table_name": f"{DATASET_NAME}.{table}"},
+        freshness_policy=dg.FreshnessPolicy.time_window(
+            fail_window=timedelta(hours=DEFAULT_FRESHNESS_HOURS),
+            warn_window=timedelta(hours=DEFAULT_FRESHNESS_HOURS - 2),
+        ),
     )
 
 
@@ -128,17 +99,19 @@ class IngestConfig(dg.Config):
     map_refresh_seconds: float = 3600.0
 
 
-def pipelines_dir(instance: dg.DagsterInstance) -> Path:
-    """Where dlt keeps the pipeline's working folder: $OCEAN_TRACKING_PIPELINES_DIR, else
-    `<instance root>/dlt_pipelines` (under `.dagster/`, git-ignored). dagster-dlt drops the local
-    state before every run and restores it from the warehouse, so this folder holds nothing precious."""
-    configured = os.environ.get(PIPELINES_DIR_ENV)
-    if configured:
-        return Path(configured)
-    try:
-        return Path(instance.root_directory) / "dlt_pipelines"
-    except Exception:  # an instance without local artifact storage
-        return Path(tempfile.gettempdir()) / "ocean_tracking_dlt_pipelines"
+def working_dir(instance: dg.DagsterInstance) -> Path:
+    """Where dlt keeps the pipeline's working folders: $OCEAN_TRACKING_PIPELINES_DIR, else
+    `<instance root>/dlt_pipelines` (under `.dagster/`, git-ignored). They hold pending load packages
+    (finished by the next run) and a cache of the state, which dlt restores from the warehouse."""
+    return pipelines_dir(default=Path(instance.root_directory) / "dlt_pipelines")
+
+
+def column_schema(schema: "dlt.Schema", table: str) -> dg.TableSchema:
+    """The loaded columns of a table (and their dlt data types) from dlt's schema."""
+    columns = schema.get_table_columns(table) if table in schema.tables else {}
+    return dg.TableSchema(
+        columns=[dg.TableColumn(name, str(column.get("data_type", "unknown"))) for name, column in columns.items()]
+    )
 
 
 def api_metadata(stats: Mapping[str, Any]) -> dict[str, Any]:
@@ -157,40 +130,49 @@ def api_metadata(stats: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-@dlt_assets(
-    dlt_source=ocean_tracking(client=_DescribeOnlyClient()),
-    dlt_pipeline=_describe_only_pipeline(),
+@dg.multi_asset(
     name="ocean_tracking_ingest",
-    dagster_dlt_translator=OceanTrackingTranslator(),
+    specs=[ingest_spec(table) for table in LOAD_ORDER],
+    can_subset=True,
     pool=OCEAN_TRACKING_POOL,
 )
 def ocean_tracking_assets(
     context: dg.AssetExecutionContext,
     config: IngestConfig,
-    dlt: DagsterDltResource,
     ocean_tracking_api: OceanTrackingApi,
     warehouse: Warehouse,
 ) -> Iterator[dg.MaterializeResult]:
-    """Load the selected tables in one dlt run, refresh `map_features_geo`, and report the API spend."""
+    """Load the selected tables in one dlt run (finishing an interrupted one first) and report rows,
+    columns and the API spend."""
+    # dlt and the source are imported when a run needs them, not when the definitions load
+    from pipelines.extract.source import ocean_tracking
+    from pipelines.sync import load_account
+    from pipelines.warehouse.destinations import make_pipeline
+
+    tables = [key.path[-1] for key in INGEST_KEYS if key in context.selected_asset_keys]
     target = warehouse.target()
-    pipeline = make_pipeline(target, pipelines_dir=pipelines_dir(context.instance))
+    pipeline = make_pipeline(target, pipelines_dir=working_dir(context.instance))
     with ocean_tracking_api.client() as client:
         source = ocean_tracking(
             client=client, include_maps=config.include_maps, map_refresh_seconds=config.map_refresh_seconds
         )
-        # dagster-dlt loads everything before the first event: the stats are final when it arrives
-        results = list(
-            dlt.run(context=context, dlt_source=source, dlt_pipeline=pipeline, loader_file_format="parquet")
-        )
+        if len(tables) < len(INGEST_KEYS):
+            source = source.with_resources(*tables)
+        info, finished_pending = load_account(pipeline, source, target)
         spent = api_metadata(client.stats())
-    create_geometry_view(target.duckdb_path, target.dataset_name)
-    # not DltEventIterator.fetch_row_count(): it raises for a table this load sent no rows to
+    if finished_pending:
+        context.log.warning("Finished the load an interrupted run had left pending before this one.")
     row_counts = table_row_counts(target.duckdb_path, target.dataset_name)
     context.log.info("API requests spent: %s", json.dumps(spent["api_requests_by_bucket"].value))
-    order = {key: i for i, key in enumerate(INGEST_KEYS)}
-    for result in sorted(results, key=lambda r: order.get(r.asset_key, len(order))):
-        table = result.asset_key.path[-1]
+    schema = pipeline.default_schema
+    for table in tables:
         counted = {"dagster/row_count": dg.MetadataValue.int(row_counts[table])} if table in row_counts else {}
         yield dg.MaterializeResult(
-            asset_key=result.asset_key, metadata={**(result.metadata or {}), **counted, **spent}
+            asset_key=asset_key(table),
+            metadata={
+                **counted,
+                "dagster/column_schema": column_schema(schema, table),
+                "dlt_load_ids": dg.MetadataValue.json(list(info.loads_ids)),
+                **spent,
+            },
         )

@@ -9,30 +9,31 @@ writing (ingest, the analytics models); the reads are short, the rendering after
 Where the files go: `<data_dir>/map_features.parquet`, `<data_dir>/maps/routes/<container number>.png`,
 `<data_dir>/maps/overview.png`. `data_dir` is run config (`MapsConfig.data_dir`), else the environment
 variable OCEAN_TRACKING_DATA_DIR, else `data`.
+
+geopandas, pyarrow and matplotlib (through `pipelines.geo`) are imported inside the asset bodies: they
+cost about a second, and loading the code location must cost little more than Dagster's own import
+(every run and the daemon load it).
 """
 
 import base64
 import io
-import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-import geopandas as gpd
-import pyarrow.parquet as pq
 from pydantic import Field
 
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
-from pipelines.exports import export_map_features_geoparquet
-from pipelines.land import load_land
-from pipelines.maps_render import features_frame, render_container_route, render_overview
-from pipelines.pipeline import table_exists
+from pipelines.settings import DATASET_NAME, GEOPARQUET_FILE_NAME, MAPS_DIR_NAME, data_dir
+from pipelines.warehouse.tables import table_exists
 
 MAPS_GROUP = "maps"
 KEY_PREFIX = ["maps"]
-DATA_DIR_ENV = "OCEAN_TRACKING_DATA_DIR"
-RAW_DEPS = [dg.AssetKey(["ocean_tracking", "map_features"]), dg.AssetKey(["ocean_tracking", "containers"])]
+RAW_DEPS = [dg.AssetKey([DATASET_NAME, "map_features"]), dg.AssetKey([DATASET_NAME, "containers"])]
+if TYPE_CHECKING:
+    import geopandas as gpd
+
 PREVIEW_WIDTH = 480  # px of the inline preview in the asset's metadata
 
 
@@ -45,13 +46,13 @@ class MapsConfig(dg.Config):
 
     def base_dir(self) -> Path:
         """The configured folder, else $OCEAN_TRACKING_DATA_DIR, else `data`."""
-        return Path(self.data_dir or os.environ.get(DATA_DIR_ENV) or "data")
+        return Path(self.data_dir) if self.data_dir else data_dir()
 
 
 # ---- reading the warehouse ---------------------------------------------------------------------------
 
 
-def read_map_features(warehouse: Warehouse, in_transit_only: bool = False) -> gpd.GeoDataFrame | None:
+def read_map_features(warehouse: Warehouse, in_transit_only: bool = False) -> "gpd.GeoDataFrame | None":
     """The map features (geometry: the antimeridian-split variant) joined to their container's number;
     None when no map was loaded. `in_transit_only`: only containers that have a current_vessel feature."""
     schema = warehouse.dataset_name
@@ -74,6 +75,8 @@ def read_map_features(warehouse: Warehouse, in_transit_only: bool = False) -> gp
             f"from (select columns(x -> not starts_with(x, '_dlt_')) from {schema}.map_features) f {join} {where} "
             "order by f.container_id, f.feature_index"
         ).to_arrow_table()
+    from pipelines.geo.render import features_frame  # matplotlib and geopandas: see the module docstring
+
     return features_frame(table)
 
 
@@ -86,7 +89,7 @@ def _file_stem(number: Any, container_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or str(container_id)
 
 
-def route_title(features: gpd.GeoDataFrame, number: str) -> str:
+def route_title(features: "gpd.GeoDataFrame", number: str) -> str:
     """'<number> · <vessel> · <POL> → <POD>' from the container's features (parts that exist)."""
     parts = [number]
     vessels = features.loc[features["feature_type"] == "current_vessel", "vessel_name"].dropna()
@@ -130,7 +133,11 @@ MAPS_ASSET = {"key_prefix": KEY_PREFIX, "group_name": MAPS_GROUP, "deps": RAW_DE
 def map_features_geoparquet(
     context: dg.AssetExecutionContext, config: MapsConfig, warehouse: Warehouse
 ) -> dg.MaterializeResult:
-    out_path = config.base_dir() / "map_features.parquet"
+    import pyarrow.parquet as pq
+
+    from pipelines.geo.geoparquet import export_map_features_geoparquet
+
+    out_path = config.base_dir() / GEOPARQUET_FILE_NAME
     written = export_map_features_geoparquet(warehouse.path, out_path, dataset_name=warehouse.dataset_name)
     if written is None:
         context.log.info("no map features loaded yet: nothing written")
@@ -161,7 +168,10 @@ def map_features_geoparquet(
 def route_maps(
     context: dg.AssetExecutionContext, config: MapsConfig, warehouse: Warehouse
 ) -> dg.MaterializeResult:
-    folder = config.base_dir() / "maps" / "routes"
+    from pipelines.geo.land import load_land
+    from pipelines.geo.render import render_container_route
+
+    folder = config.base_dir() / MAPS_DIR_NAME / "routes"
     folder.mkdir(parents=True, exist_ok=True)
     features = read_map_features(warehouse, in_transit_only=True)
     for stale in sorted(folder.glob("*.png")):
@@ -206,7 +216,12 @@ def route_maps(
 def routes_overview(
     context: dg.AssetExecutionContext, config: MapsConfig, warehouse: Warehouse
 ) -> dg.MaterializeResult:
-    out_path = config.base_dir() / "maps" / "overview.png"
+    import geopandas as gpd
+
+    from pipelines.geo.land import load_land
+    from pipelines.geo.render import render_overview
+
+    out_path = config.base_dir() / MAPS_DIR_NAME / "overview.png"
     features = read_map_features(warehouse)
     if features is None:
         features = gpd.GeoDataFrame({"feature_type": [], "container_id": []}, geometry=[], crs="EPSG:4326")

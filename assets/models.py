@@ -1,47 +1,37 @@
-"""Analytics models: one Dagster asset per SQL file under `sql/` (`analytics/<file stem>`, group `analytics`).
+"""Analytics models as Dagster assets: one asset `analytics/<file stem>` per SQL file under `sql/`
+(group `analytics`), built by the same runner the CLI sync uses (`pipelines.warehouse.models`).
 
-Each file is one model, `create or replace table analytics.<stem> as <select>`, and reads raw tables as
-`ocean_tracking.<table>` and other models as `analytics.<model>`. The factory here parses every file
-with sqlglot for those references, so the lineage graph comes from the SQL itself:
+Lineage comes from the SQL itself (parsed with sqlglot by the runner):
 - `ocean_tracking.<table>` -> the ingest asset `ocean_tracking/<table>`; a dlt child table
   (`containers__holds_at_pod_terminal`) is loaded by its root resource, so it maps to `ocean_tracking/containers`;
 - `analytics.<model>` -> `analytics/<model>`.
 
 A model runs in the `ocean_tracking` pool (DuckDB has one writer) through the `warehouse` resource, with
 the DuckDB variable `app_url` set from the `ocean_tracking_api` resource (deep links need it). The asset's
-description is the file's header comment.
-
-A raw table dlt has not created yet (a child table before the first hold or fee, `map_features` on an
-account without routing data) is stood in for by an empty view inside the model's transaction, dropped
-again before commit: the staging models' `contract` CTEs supply the typed columns, so the model builds
-empty instead of failing, and dlt never sees the stand-in.
+description is the file's header comment. Each model also gets the checks that say something about it.
 """
 
-import hashlib
-import logging
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import duckdb
-import sqlglot
-from sqlglot import exp
 
-from assets.resources import ANALYTICS_SCHEMA, OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
-from pipelines.pipeline import DATASET_NAME, table_exists
+from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
+from pipelines.settings import ANALYTICS_SCHEMA
+from pipelines.warehouse.models import (
+    RAW_SCHEMA,
+    SQL_DIR,
+    SqlModel,
+    preview_markdown,
+    project_models,
+    run_model,
+)
+from pipelines.warehouse.tables import table_exists
 
-logger = logging.getLogger(__name__)
-
-SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
-RAW_SCHEMA = DATASET_NAME
 ANALYTICS_GROUP = "analytics"
-PREVIEW_ROWS = 5
-PREVIEW_CELL_CHARS = 60
-_KEY_LINE = re.compile(r"^key:\s*(?P<columns>.+)$", re.IGNORECASE)
 
 # Marts that must have rows whenever the model driving their grain has rows. (containers_at_sea is
 # legitimately empty when nothing is at sea; staging models are checked against their raw table.)
@@ -54,45 +44,9 @@ DRIVING_MODEL = {
 }
 
 
-@dataclass(frozen=True)
-class SqlModel:
-    """One SQL file: its name (file stem), text, header comment and the relations it reads."""
-
-    path: Path
-    name: str
-    sql: str
-    description: str
-    sources: frozenset[tuple[str, str]]  # (schema, table) read by the model, itself excluded
-
-    @property
-    def key(self) -> dg.AssetKey:
-        return dg.AssetKey([ANALYTICS_SCHEMA, self.name])
-
-    @property
-    def layer(self) -> str:
-        """`staging` or `marts`: the folder under sql/."""
-        return self.path.parent.name
-
-    @property
-    def deps(self) -> set[dg.AssetKey]:
-        return {source_key(schema, table) for schema, table in self.sources}
-
-    @property
-    def raw_sources(self) -> list[str]:
-        return sorted(table for schema, table in self.sources if schema == RAW_SCHEMA)
-
-    @property
-    def unique_key(self) -> list[str]:
-        """Columns named by the header's `Key:` line (the grain), e.g. `Key: container_id, leg_sequence`."""
-        for line in self.description.splitlines():
-            match = _KEY_LINE.match(line.strip())
-            if match:
-                return [column.strip() for column in match["columns"].split(",") if column.strip()]
-        return []
-
-    @property
-    def code_version(self) -> str:
-        return hashlib.sha256(self.sql.encode()).hexdigest()[:16]
+def model_key(model: SqlModel) -> dg.AssetKey:
+    """The asset key of a model: `analytics/<name>`."""
+    return dg.AssetKey([ANALYTICS_SCHEMA, model.name])
 
 
 def source_key(schema: str, table: str) -> dg.AssetKey:
@@ -102,104 +56,9 @@ def source_key(schema: str, table: str) -> dg.AssetKey:
     return dg.AssetKey([ANALYTICS_SCHEMA, table])
 
 
-def header_comment(sql: str) -> str:
-    """The leading `--` comment block of a SQL file, without the dashes."""
-    lines = []
-    for line in sql.splitlines():
-        stripped = line.strip()
-        if not stripped.startswith("--"):
-            break
-        lines.append(stripped[2:].strip())
-    return "\n".join(lines).strip()
-
-
-def parse_model(path: Path) -> SqlModel:
-    """Read one model file and check it materializes `analytics.<file stem>`."""
-    sql = path.read_text()
-    tree = sqlglot.parse_one(sql, read="duckdb")
-    target = tree.this if isinstance(tree, exp.Create) else None
-    if not isinstance(target, exp.Table) or (target.db, target.name) != (ANALYTICS_SCHEMA, path.stem):
-        raise ValueError(
-            f"{path}: a model file must be `create or replace table {ANALYTICS_SCHEMA}.{path.stem} as ...`"
-        )
-    sources = frozenset(
-        (table.db, table.name)
-        for table in tree.find_all(exp.Table)
-        if table.db in (RAW_SCHEMA, ANALYTICS_SCHEMA)
-        and (table.db, table.name) != (ANALYTICS_SCHEMA, path.stem)
-    )
-    description = header_comment(sql)
-    if not description:
-        raise ValueError(f"{path}: a model file starts with a `--` comment saying what it is and its grain")
-    return SqlModel(path=path, name=path.stem, sql=sql, description=description, sources=sources)
-
-
-def load_models(sql_dir: Path = SQL_DIR) -> list[SqlModel]:
-    """Every `sql/**/*.sql` model, by name; two files with one stem would be one table, so that fails."""
-    models = [parse_model(path) for path in sorted(sql_dir.rglob("*.sql"))]
-    names = [model.name for model in models]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ValueError(f"model names must be unique across sql/: {duplicates}")
-    known = set(names)
-    for model in models:
-        unknown = {table for schema, table in model.sources if schema == ANALYTICS_SCHEMA} - known
-        if unknown:
-            raise ValueError(f"{model.path}: reads {sorted(unknown)}, which no file under sql/ builds")
-    return models
-
-
-# ---- running a model ---------------------------------------------------------------------------------
-
-
-def run_model(con: duckdb.DuckDBPyConnection, model: SqlModel, *, app_url: str) -> dict[str, Any]:
-    """Build one model in a single transaction; returns its row count and the raw tables stood in for."""
-    if not con.execute(
-        "select count(*) from information_schema.schemata where schema_name = ?", [RAW_SCHEMA]
-    ).fetchone()[0]:
-        raise RuntimeError(
-            f"schema {RAW_SCHEMA} does not exist in the warehouse: run the ingest assets first"
-        )
-    con.execute(f"create schema if not exists {ANALYTICS_SCHEMA}")
-    con.execute("set variable app_url = ?", [app_url])
-    missing = [table for table in model.raw_sources if not table_exists(con, RAW_SCHEMA, table)]
-    con.begin()
-    try:
-        for table in missing:
-            logger.warning("%s: %s.%s does not exist yet; read as empty", model.name, RAW_SCHEMA, table)
-            con.execute(
-                f'create view {RAW_SCHEMA}."{table}" as select null::integer as _missing_source where false'
-            )
-        con.execute(model.sql)
-        for table in missing:
-            con.execute(f'drop view {RAW_SCHEMA}."{table}"')
-        con.commit()
-    except Exception:
-        con.rollback()
-        raise
-    rows = con.execute(f"select count(*) from {ANALYTICS_SCHEMA}.{model.name}").fetchone()[0]
-    return {"rows": rows, "missing_sources": missing}
-
-
-def _cell(value: Any) -> str:
-    text = "" if value is None else str(value)
-    if len(text) > PREVIEW_CELL_CHARS:
-        text = text[: PREVIEW_CELL_CHARS - 1] + "…"
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def preview_markdown(con: duckdb.DuckDBPyConnection, table: str, limit: int = PREVIEW_ROWS) -> str:
-    """The first rows of a table as a markdown table (geometries as WKT, long cells cut)."""
-    columns = con.execute(f"describe {table}").fetchall()
-    selects = [
-        f'st_astext("{name}")' if str(type_).upper().startswith("GEOMETRY") else f'"{name}"'
-        for name, type_, *_ in columns
-    ]
-    rows = con.execute(f"select {', '.join(selects)} from {table} limit {int(limit)}").fetchall()
-    names = [name for name, *_ in columns]
-    lines = ["| " + " | ".join(_cell(name) for name in names) + " |", "|" + "---|" * len(names)]
-    lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
-    return "\n".join(lines)
+def model_deps(model: SqlModel) -> set[dg.AssetKey]:
+    """The assets a model reads: ingest tables and other models."""
+    return {source_key(schema, table) for schema, table in model.sources}
 
 
 def _column_schema(con: duckdb.DuckDBPyConnection, table: str) -> dg.TableSchema:
@@ -218,8 +77,8 @@ def build_model_asset(model: SqlModel) -> dg.AssetsDefinition:
     """The asset `analytics/<model>`: runs the SQL file, reports row count, columns and a preview."""
 
     @dg.asset(
-        key=model.key,
-        deps=sorted(model.deps, key=lambda key: key.to_user_string()),
+        key=model_key(model),
+        deps=sorted(model_deps(model), key=lambda key: key.to_user_string()),
         description=model.description,
         group_name=ANALYTICS_GROUP,
         pool=OCEAN_TRACKING_POOL,
@@ -288,7 +147,7 @@ def _grain_check(model: SqlModel) -> _Check:
 
     spec = dg.AssetCheckSpec(
         "unique_key",
-        asset=model.key,
+        asset=model_key(model),
         description=f"One row per ({key_sql}), none of them null: the grain the model's header states.",
         blocking=True,
     )
@@ -304,7 +163,7 @@ def _staging_rows_check(model: SqlModel) -> _Check:
 
     spec = dg.AssetCheckSpec(
         "rows_match_source",
-        asset=model.key,
+        asset=model_key(model),
         description=f"A staging model is a projection: as many rows as {RAW_SCHEMA}.{source}.",
         blocking=True,
     )
@@ -318,7 +177,7 @@ def _not_empty_check(model: SqlModel, driver: str) -> _Check:
 
     spec = dg.AssetCheckSpec(
         "not_empty_when_source_is",
-        asset=model.key,
+        asset=model_key(model),
         description=f"Has rows whenever {ANALYTICS_SCHEMA}.{driver} has rows.",
     )
     return _Check(spec, evaluate)
@@ -347,7 +206,7 @@ def _one_row_per_container_check(model: SqlModel) -> _Check:
 
     spec = dg.AssetCheckSpec(
         "one_row_per_container",
-        asset=model.key,
+        asset=model_key(model),
         description=f"Exactly one row for every container in {RAW_SCHEMA}.containers, and no others.",
         blocking=True,
     )
@@ -396,9 +255,10 @@ def build_model_checks(models: Iterable[SqlModel]) -> list[dg.AssetChecksDefinit
 
 
 def build_model_assets(models: Sequence[SqlModel]) -> list[dg.AssetsDefinition]:
+    """One asset per model."""
     return [build_model_asset(model) for model in models]
 
 
-MODELS = load_models()
+MODELS = project_models()
 model_assets: list[dg.AssetsDefinition] = build_model_assets(MODELS)
 model_checks: list[dg.AssetChecksDefinition] = build_model_checks(MODELS)

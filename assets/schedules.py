@@ -1,16 +1,18 @@
 """Jobs and schedules: a daily full sync, and a refresh of tracking requests + maps at a cadence
-computed from the rate budget (`assets.budget`)."""
+computed from the rate budget (`pipelines.extract.budget`) at each tick, so loading the definitions
+reads nothing."""
 
 from datetime import datetime
 
 import dagster as dg
 import duckdb
 
-from assets.budget import AccountSize, RefreshPlan, account_size, plan_refresh
 from assets.ingest import asset_key
 from assets.resources import Warehouse
+from pipelines.extract.budget import REFRESH_MINUTE, AccountSize, RefreshPlan, account_size, plan_refresh
 
 FULL_SYNC_CRON = "0 2 * * *"
+HOURLY_CRON = f"{REFRESH_MINUTE} * * * *"  # off the hour, away from the daily full sync at 02:00
 REFRESH_KEYS = [asset_key("tracking_requests"), asset_key("map_features")]
 # Assumed until a warehouse exists: a mid-size account (the plan is recomputed at every tick).
 ASSUMED_SIZE = AccountSize(shipments=1000, containers_at_sea=1000, containers_before_departure=500)
@@ -45,28 +47,27 @@ def current_plan(warehouse: Warehouse, fallback: AccountSize = ASSUMED_SIZE) -> 
         return plan_refresh(fallback), "assumed size"
 
 
-def build_refresh_schedule(plan: RefreshPlan, source: str) -> dg.ScheduleDefinition:
-    """The refresh schedule on the plan's cron. Each tick re-plans from the warehouse and skips when
-    the account grew so that this hour is no longer on the cadence (the cron catches up on reload)."""
-
-    @dg.schedule(
-        name="refresh_tracking_and_maps_schedule",
-        job=refresh_job,
-        cron_schedule=plan.cron,
-        execution_timezone="UTC",
-        description=f"Cadence computed from the rate budget at load time ({source}). {plan.explain()}",
+@dg.schedule(
+    name="refresh_tracking_and_maps_schedule",
+    job=refresh_job,
+    cron_schedule=HOURLY_CRON,
+    execution_timezone="UTC",
+    description=(
+        "Ticks hourly and runs at the cadence the rate budget allows for the account as loaded at that "
+        "tick (hourly for small accounts, every 2, 3, 4, ... hours as the account grows); off-cadence "
+        "ticks are skipped with the plan as the reason."
+    ),
+)
+def refresh_schedule(context: dg.ScheduleEvaluationContext, warehouse: Warehouse):
+    """Plan the refresh from the warehouse at this tick and run it when the hour is on the cadence."""
+    plan, source = current_plan(warehouse)
+    tick: datetime = context.scheduled_execution_time
+    if tick.hour % plan.hours != 0:
+        return dg.SkipReason(f"Off cadence ({source}): {plan.explain()}")
+    return dg.RunRequest(
+        run_key=f"refresh-{tick.isoformat()}",
+        tags={"ocean_tracking/refresh_every_hours": str(plan.hours)},
     )
-    def _schedule(context: dg.ScheduleEvaluationContext, warehouse: Warehouse):
-        now_plan, now_source = current_plan(warehouse)
-        tick: datetime = context.scheduled_execution_time
-        if now_plan.hours > plan.hours and tick.hour % now_plan.hours != 0:
-            return dg.SkipReason(f"Off cadence now ({now_source}): {now_plan.explain()}")
-        return dg.RunRequest(
-            run_key=f"refresh-{tick.isoformat()}",
-            tags={"ocean_tracking/refresh_every_hours": str(now_plan.hours)},
-        )
-
-    return _schedule
 
 
 full_sync_schedule = dg.ScheduleDefinition(

@@ -14,7 +14,7 @@ import duckdb
 
 from assets.ingest import asset_key
 from assets.resources import OceanTrackingApi, Warehouse
-from pipelines.pipeline import table_exists
+from pipelines.warehouse.tables import table_exists
 
 PAGE_SIZE = 100
 FOLLOW_UP_KEYS = [

@@ -11,11 +11,9 @@ from typing import Any
 import dagster as dg
 
 from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
-from pipelines.writeback.documents import items_from_source, upload_documents
-from pipelines.writeback.inputs import read_rows
-from pipelines.writeback.ref_numbers import patch_ref_numbers
-from pipelines.writeback.store import WritebackStore
-from pipelines.writeback.tracking_requests import create_tracking_requests
+
+# `pipelines.writeback` (and through it dlt's HTTP client) is imported inside the ops: loading the code
+# location must cost little more than Dagster's own import.
 
 
 class WritebackSource(dg.Config):
@@ -57,6 +55,10 @@ def _finish(context: dg.OpExecutionContext, counts: dict[str, int], rows: list[d
 def create_tracking_requests_op(context: dg.OpExecutionContext, config: CreateTrackingRequestsConfig,
                                 ocean_tracking_api: OceanTrackingApi, warehouse: Warehouse) -> dict:
     """Create the tracking requests of a CSV/table once each (see pipelines.writeback.tracking_requests)."""
+    from pipelines.writeback.inputs import read_rows
+    from pipelines.writeback.store import WritebackStore
+    from pipelines.writeback.tracking_requests import create_tracking_requests
+
     with warehouse.connect() as con, ocean_tracking_api.client() as client:
         report = create_tracking_requests(read_rows(config.source(), con), client, WritebackStore(con),
                                           dry_run=config.dry_run)
@@ -69,6 +71,10 @@ def create_tracking_requests_op(context: dg.OpExecutionContext, config: CreateTr
 def patch_ref_numbers_op(context: dg.OpExecutionContext, config: PatchRefNumbersConfig,
                          ocean_tracking_api: OceanTrackingApi, warehouse: Warehouse) -> dict:
     """Set ref_numbers on shipments/containers from a CSV/table (see pipelines.writeback.ref_numbers)."""
+    from pipelines.writeback.inputs import read_rows
+    from pipelines.writeback.ref_numbers import patch_ref_numbers
+    from pipelines.writeback.store import WritebackStore
+
     with warehouse.connect() as con, ocean_tracking_api.client() as client:
         report = patch_ref_numbers(read_rows(config.source(), con), client, WritebackStore(con), con,
                                    dry_run=config.dry_run)
@@ -81,6 +87,9 @@ def patch_ref_numbers_op(context: dg.OpExecutionContext, config: PatchRefNumbers
 def upload_documents_op(context: dg.OpExecutionContext, config: UploadDocumentsConfig,
                         ocean_tracking_api: OceanTrackingApi, warehouse: Warehouse) -> dict:
     """Upload a folder or manifest of documents once each (see pipelines.writeback.documents)."""
+    from pipelines.writeback.documents import items_from_source, upload_documents
+    from pipelines.writeback.store import WritebackStore
+
     with warehouse.connect() as con, ocean_tracking_api.client() as client:
         report = upload_documents(items_from_source(config.source(), con), client, WritebackStore(con),
                                   dry_run=config.dry_run)

@@ -12,7 +12,7 @@ from typing import Any
 
 import dlt
 
-from pipelines.geo import feature_collections_to_table
+from pipelines.geo.features import feature_collections_to_table
 
 Collections = list[tuple[str, dict[str, Any]]]
 

@@ -22,7 +22,8 @@ from typing import Any
 import requests
 from bench_sync import make_client
 
-from pipelines.source import PAGE_SIZE, SHIPMENT_INCLUDES
+from pipelines.extract.source import SHIPMENT_INCLUDES
+from pipelines.settings import PAGE_SIZE
 
 REFERENCE_TYPES = ("terminal", "port", "vessel")
 #: A port's list of all its terminals is a directory, not a reference a loaded row needs resolved.

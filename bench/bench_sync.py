@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.client import OceanTrackingClient
-from pipelines.config import load_settings
-from pipelines.pipeline import duckdb_target, make_pipeline, run_sync, table_row_counts
-from pipelines.source import ocean_tracking
+from pipelines.api.client import OceanTrackingClient
+from pipelines.api.config import load_settings
+from pipelines.sync import sync_account
+from pipelines.warehouse.destinations import duckdb_target
 
 
 @dataclass
@@ -48,8 +48,7 @@ def sync(base_url: str, api_key: str, window: float, workdir: Path) -> SyncFigur
     """
     target = duckdb_target(workdir / "warehouse.duckdb")
     with make_client(base_url, api_key, window, workdir / "limiter.sqlite") as client:
-        pipeline = make_pipeline(target, pipelines_dir=workdir / "dlt")
         started = time.perf_counter()
-        run_sync(pipeline, ocean_tracking(client=client), target)
+        result = sync_account(client, target, pipelines_dir=workdir / "dlt", models=False)
         wall = time.perf_counter() - started
-        return SyncFigures(client.stats(), wall, table_row_counts(target.duckdb_path))
+        return SyncFigures(result.api_stats, wall, result.row_counts)

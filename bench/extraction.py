@@ -22,8 +22,8 @@ from bench_minimum import ROUTES, SandboxProbe
 from bench_sync import sync
 from bench_table import render
 
-from pipelines.ratelimit import BUCKET_LIMITS
-from pipelines.sandbox_process import start_sandbox
+from pipelines.api.ratelimit import BUCKET_LIMITS
+from sandbox.launcher import start_sandbox
 
 API_KEY = "sbx_bench_0123456789abcdef"
 SYNCS = (("full", 0.0), ("incremental", 0.0), ("after +2h", 7200.0))

@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-API_KEY_ENV = "SOURCES__OCEAN_TRACKING__API_KEY"
-BASE_URL_ENV = "SOURCES__OCEAN_TRACKING__BASE_URL"
+from pipelines.settings import API_KEY_HELP, BASE_URL_ENV
 
 
 class PipelineError(Exception):
@@ -90,7 +89,7 @@ class AuthenticationError(ApiError):
 
     default_hint = (
         "The API key was rejected (missing, revoked, truncated or mistyped). Check the value of "
-        f"{API_KEY_ENV} (or sources.ocean_tracking.api_key in .dlt/secrets.toml): it must be the raw key, "
+        f"{API_KEY_HELP}: it must be the raw key, "
         "without quotes, spaces or a 'Token'/'Bearer' prefix. A lost key cannot be shown again; create a "
         "new one in the developer portal."
     )

@@ -14,9 +14,9 @@ import duckdb
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.client import OceanTrackingClient
-from pipelines.config import load_settings
-from pipelines.pipeline import DEFAULT_DUCKDB_PATH
+from pipelines.api.client import OceanTrackingClient
+from pipelines.api.config import load_settings
+from pipelines.settings import API_KEY_ENV, duckdb_path
 from pipelines.writeback.documents import items_from_source, upload_documents
 from pipelines.writeback.inputs import read_rows
 from pipelines.writeback.ref_numbers import patch_ref_numbers
@@ -38,10 +38,10 @@ def register(commands: argparse._SubParsersAction) -> None:
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("source", metavar=metavar, help=help_text)
         sub.add_argument("--dry-run", action="store_true", help="validate and report; send and record nothing")
-        sub.add_argument("--duckdb", type=Path, default=DEFAULT_DUCKDB_PATH,
+        sub.add_argument("--duckdb", type=Path, default=duckdb_path(),
                          help="warehouse DuckDB file (lookups, outcomes, journal, audit log)")
         sub.add_argument("--base-url", help="API base URL ending in /v2 (default: config)")
-        sub.add_argument("--api-key", help="API key (prefer SOURCES__OCEAN_TRACKING__API_KEY)")
+        sub.add_argument("--api-key", help=f"API key (prefer {API_KEY_ENV})")
         sub.add_argument("--rate-window", type=float, default=None, help="rate window seconds (sandbox: scaled)")
         sub.set_defaults(handler=handler)
 

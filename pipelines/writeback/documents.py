@@ -22,7 +22,7 @@ from typing import Any
 import duckdb
 import requests
 
-from pipelines.client import OceanTrackingClient
+from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import (
     ApiError,
     MalformedResponseError,
@@ -30,6 +30,7 @@ from pipelines.errors import (
     ValidationError,
     WriteOutcomeUnknownError,
 )
+from pipelines.settings import PAGE_SIZE
 from pipelines.writeback.inputs import cell, read_rows
 from pipelines.writeback.ref_numbers import resolve_target
 from pipelines.writeback.store import WritebackStore, error_summary
@@ -283,7 +284,7 @@ def _find_document(entry: dict[str, Any], client: OceanTrackingClient, store: Wr
     """A document on the service that this entry's POST created (same name, file name, size and
     attachments, not yet claimed by another journal entry), or None."""
     claimed = store.claimed_document_ids()
-    for page in client.paginate("/documents", {"page[size]": 100}):
+    for page in client.paginate("/documents", {"page[size]": PAGE_SIZE}):
         for doc in page.get("data") or []:
             attrs, rels = doc.get("attributes") or {}, doc.get("relationships") or {}
             linked = {kind: [d.get("id") for d in ((rels.get(f"{kind}s") or {}).get("data") or [])]

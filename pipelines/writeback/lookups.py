@@ -8,9 +8,9 @@ from typing import Any
 
 import duckdb
 
-from pipelines.client import OceanTrackingClient
+from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import ApiError, WriteOutcomeUnknownError
-from pipelines.pipeline import DATASET_NAME
+from pipelines.settings import DATASET_NAME, PAGE_SIZE
 from pipelines.writeback.store import WritebackStore, error_summary
 
 
@@ -38,7 +38,7 @@ class PartyResolver:
         if self._by_name is None:
             self._by_name = {}
             if self.client is not None:
-                for page in self.client.paginate("/parties", {"page[size]": 100}):
+                for page in self.client.paginate("/parties", {"page[size]": PAGE_SIZE}):
                     for party in page.get("data") or []:
                         name = (party.get("attributes") or {}).get("company_name")
                         if name:

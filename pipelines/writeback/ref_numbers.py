@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from pipelines.client import OceanTrackingClient
+from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import ApiError
 from pipelines.writeback.inputs import cell, is_uuid, split_list
 from pipelines.writeback.lookups import resolve_in_warehouse, warehouse_refs

@@ -15,8 +15,9 @@ from typing import Any
 import duckdb
 
 from pipelines.errors import ApiError
+from pipelines.settings import WRITEBACK_SCHEMA
 
-SCHEMA = "writeback"
+SCHEMA = WRITEBACK_SCHEMA
 
 _DDL = (
     f"create schema if not exists {SCHEMA}",

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.client import OceanTrackingClient
+from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import (
     ApiError,
     MalformedResponseError,
@@ -23,6 +23,7 @@ from pipelines.errors import (
     ValidationError,
     WriteOutcomeUnknownError,
 )
+from pipelines.settings import PAGE_SIZE
 from pipelines.writeback.inputs import TrackingRow, parse_tracking_rows
 from pipelines.writeback.lookups import PartyResolver, fetch_carriers
 from pipelines.writeback.store import WritebackStore, error_summary
@@ -85,7 +86,7 @@ def reconcile(client: OceanTrackingClient, row: TrackingRow, customer_id: str | 
               claimed: set[str]) -> str | None:
     """The id of a tracking request on the service that this row already created (not yet attributed to
     another row), found by listing its request_number; None when there is none."""
-    params = {"filter[request_number]": row.request_number, "page[size]": 100}
+    params = {"filter[request_number]": row.request_number, "page[size]": PAGE_SIZE}
     for page in client.paginate("/tracking_requests", params):
         for found in page.get("data") or []:
             if found.get("id") not in claimed and _matches(found, row, customer_id):

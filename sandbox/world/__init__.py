@@ -9,12 +9,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from .accounts import Account, LazySeq, ValidationIssue
+from .accounts import Account
 from .clock import SimClock
 from .fleet import Fleet
 from .identifiers import imo_check_digit, iso6346_check_digit, stable_int
+from .lifecycle import ValidationIssue
 from .reference import Reference
 from .routing import RouteBook
+from .store import LazySeq
 from .timeutil import to_epoch
 
 __all__ = ["Account", "LazySeq", "SimClock", "ValidationIssue", "World", "imo_check_digit", "iso6346_check_digit"]

@@ -54,6 +54,11 @@ def is_valid_container_number(number: str) -> bool:
     return iso6346_check_digit(number[:10]) == int(number[10])
 
 
+def norm_container(text: str) -> str:
+    """Container-number form of a query: upper case without spaces and dashes."""
+    return "".join(text.split()).replace("-", "").upper()
+
+
 def container_number(owner: str, serial: int) -> str:
     """A full container number for a 4-letter owner code (e.g. "MSCU") and a 6-digit serial."""
     head = f"{owner.upper()}{serial % 1_000_000:06d}"

@@ -1,8 +1,8 @@
-"""Rendering plans into JSON:API resources as seen at a given `now`.
+"""Rendering an account's rows into JSON:API resource dicts as seen at a given `now`.
 
 A plan holds every milestone with the time it becomes known; these functions reveal only what is
 known by `now`, so advancing the clock changes statuses, ETAs and events while the same `now` always
-renders the same output.
+renders the same output. Overlays (patches, API-created rows) are read from the account's store.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from .lifecycle import api_state, failing_state
 from .shipments import PREFIX, ContainerPlan, Event, Plan
 from .timeutil import DAY, HOUR, iso
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .accounts import Account
+    from .store import AccountStore
 
 
 def latest_estimate(revs: list[tuple[int, int]], now: int) -> int | None:
@@ -70,15 +71,15 @@ def container_status(cp: ContainerPlan, now: int) -> str:
     return "new"
 
 
-def shipment_resource(acct: Account, plan: Plan, now: int) -> dict:
+def shipment_resource(store: AccountStore, plan: Plan, now: int) -> dict:
     """A `shipment` resource at `now`, with ref_numbers/tags overlays applied."""
     ident = plan.ident
-    ref = acct.world.ref
-    sid = acct.shipment_id(ident.index)
+    ref = store.ref
+    sid = store.shipment_id(ident.index)
     first, last = plan.legs[0], plan.legs[-1]
     pol, pod = ref.ports[first.origin], ref.ports[last.destination]
     attempted, stopped = tracking_attempt(plan, now)
-    patch = acct.shipment_patches.get(sid, {})
+    patch = store.shipment_patches.get(sid, {})
     return {
         "id": sid, "type": "shipment",
         "attributes": {
@@ -90,7 +91,7 @@ def shipment_resource(acct: Account, plan: Plan, now: int) -> dict:
             "shipping_line_scac": ident.carrier.scac,
             "shipping_line_name": ident.carrier.name,
             "shipping_line_short_name": ident.carrier.short_name,
-            "customer_name": acct.party_name(ident.party),
+            "customer_name": store.party_name(ident.party),
             "port_of_lading_locode": pol.locode, "port_of_lading_name": pol.name,
             "port_of_discharge_locode": pod.locode, "port_of_discharge_name": pod.name,
             "pod_vessel_name": last.vessel.name, "pod_vessel_imo": last.vessel.imo,
@@ -119,18 +120,18 @@ def shipment_resource(acct: Account, plan: Plan, now: int) -> dict:
             "destination": {"data": None},
             "destination_terminal": {"data": None},
             "line_tracking_stopped_by_user": {"data": None},
-            "containers": {"data": [{"id": acct.container_id(ident.index, c.slot), "type": "container"}
+            "containers": {"data": [{"id": store.container_id(ident.index, c.slot), "type": "container"}
                                     for c in ident.containers]},
         },
     }
 
 
-def container_resource(acct: Account, plan: Plan, slot: int, now: int) -> dict:
+def container_resource(store: AccountStore, plan: Plan, slot: int, now: int) -> dict:
     """A `container` resource at `now`: milestones, holds, fees, LFDs and availability."""
     cp = plan.containers[slot].detail()
     ident = plan.ident
-    cid = acct.container_id(ident.index, slot)
-    tz = acct.world.ref.ports[plan.legs[-1].destination].time_zone
+    cid = store.container_id(ident.index, slot)
+    tz = store.ref.ports[plan.legs[-1].destination].time_zone
     ms = {name: milestone(cp, name, now) for name in (
         "empty_out", "full_in", "vessel_loaded", "vessel_departed", "vessel_arrived", "vessel_discharged",
         "available", "full_out", "empty_in")}
@@ -150,13 +151,13 @@ def container_resource(acct: Account, plan: Plan, slot: int, now: int) -> dict:
     available = None if arrived is None else bool(ms["available"]) and out is None
     attempted, _ = tracking_attempt(plan, now)
     checked = (now - ((now - plan.phase) % HOUR)) if at_terminal else None
-    patch = acct.container_patches.get(cid, {})
+    patch = store.container_patches.get(cid, {})
     etype, elen, eheight = cp.equipment
     return {
         "id": cid, "type": "container",
         "attributes": {
             "number": cp.ident.number, "seal_number": cp.seal, "created_at": iso(ident.created_at),
-            "ref_numbers": list(patch.get("ref_numbers", acct.container_base_refs(plan, slot))),
+            "ref_numbers": list(patch.get("ref_numbers", store.container_base_refs(plan, slot))),
             "pod_arrived_at": iso(arrived), "pod_discharged_at": iso(ms["vessel_discharged"]),
             "final_destination_full_out_at": None,
             "holds_at_pod_terminal": holds,
@@ -192,23 +193,23 @@ def container_resource(acct: Account, plan: Plan, slot: int, now: int) -> dict:
         },
         "links": {"self": f"/v2/containers/{cid}"},
         "relationships": {
-            "shipment": {"data": {"id": acct.shipment_id(ident.index), "type": "shipment"}},
+            "shipment": {"data": {"id": store.shipment_id(ident.index), "type": "shipment"}},
             "pickup_facility": {"data": None},
             "pod_terminal": {"data": {"id": plan.pod_terminal.id, "type": "terminal"}},
-            "transport_events": {"data": [{"id": acct.event_id(ident.index, slot, e.seq), "type": "transport_event"}
+            "transport_events": {"data": [{"id": store.event_id(ident.index, slot, e.seq), "type": "transport_event"}
                                           for e in cp.events if event_live(e, now)]},
             "raw_events": {"data": []},
         },
     }
 
 
-def event_resource(acct: Account, plan: Plan, slot: int, e: Event, now: int) -> dict:
+def event_resource(store: AccountStore, plan: Plan, slot: int, e: Event, now: int) -> dict:
     """A `transport_event` resource (live shape: value, invalidated_at, previous_version)."""
-    ref = acct.world.ref
+    ref = store.ref
     port = ref.ports[e.locode]
     idx = plan.ident.index
-    eid = acct.event_id(idx, slot, e.seq)
-    prev = acct.event_id(idx, slot, e.previous_seq) if e.previous_seq is not None else None
+    eid = store.event_id(idx, slot, e.seq)
+    prev = store.event_id(idx, slot, e.previous_seq) if e.previous_seq is not None else None
     return {
         "id": eid, "type": "transport_event",
         "attributes": {
@@ -220,12 +221,86 @@ def event_resource(acct: Account, plan: Plan, slot: int, e: Event, now: int) -> 
         },
         "links": {"self": f"/v2/transport_events/{eid}"},
         "relationships": {
-            "shipment": {"data": {"id": acct.shipment_id(idx), "type": "shipment"}},
-            "container": {"data": {"id": acct.container_id(idx, slot), "type": "container"}},
+            "shipment": {"data": {"id": store.shipment_id(idx), "type": "shipment"}},
+            "container": {"data": {"id": store.container_id(idx, slot), "type": "container"}},
             "vessel": {"data": {"id": e.vessel.id, "type": "vessel"} if e.vessel is not None else None},
             "source_event": {"data": None},
             "previous_version": {"data": {"id": prev, "type": "transport_event"} if prev else None},
             "location": {"data": {"id": port.id, "type": "port"}},
             "terminal": {"data": {"id": e.terminal, "type": "terminal"} if e.terminal else None},
         },
+    }
+
+
+def tracking_request_resource(store: AccountStore, tr: int, now: int, *,
+                              creation_response: bool = False) -> dict:
+    """A `tracking_request` resource (live shape: shipment_tags, is_retrying, retry_count); the
+    response to a create echoes no ref_numbers, as the live service."""
+    tid = store.tr_id(tr)
+    tracked = None
+    if tr < store.n:
+        ident = store.identity(tr)
+        attrs = {"request_number": ident.request_number, "request_type": ident.request_type,
+                 "scac": ident.carrier.scac, "ref_numbers": list(ident.ref_numbers),
+                 "shipment_tags": list(ident.tags), "created_at": iso(int(store.tr_created[tr])),
+                 "updated_at": iso(int(store.tr_resolve[tr])), "status": "created", "failed_reason": None,
+                 "is_retrying": False, "retry_count": None}
+        tracked = store.shipment_id(tr)
+        customer = store.party_id(ident.party) if ident.party is not None else None
+    elif tr < store.seeded_tr_count:
+        f = store.failing(tr - store.n)
+        st = failing_state(store, tr, now)
+        created = int(store.tr_created[tr])
+        attrs = {"request_number": f["number"], "request_type": f["type"], "scac": f["scac"],
+                 "ref_numbers": list(f["refs"]), "shipment_tags": [], "created_at": iso(created),
+                 "updated_at": iso(st.updated_at), "status": st.status, "failed_reason": st.failed_reason,
+                 "is_retrying": st.is_retrying, "retry_count": st.retry_count}
+        customer = store.party_id(f["party"])
+    else:
+        req = store.api_requests[tr - store.seeded_tr_count]
+        status, upd, sc = api_state(req, now)
+        attrs = {"request_number": req.attrs.get("request_number"),
+                 "request_type": req.attrs.get("request_type") or "bill_of_lading", "scac": sc,
+                 "ref_numbers": [] if creation_response else list(req.attrs.get("ref_numbers") or []),
+                 "shipment_tags": list(req.attrs.get("shipment_tags") or []),
+                 "created_at": iso(req.created_at), "updated_at": iso(upd), "status": status,
+                 "failed_reason": req.failed_reason if status == "failed" else None,
+                 "is_retrying": False, "retry_count": None}
+        if status == "created" and req.shipment_index is not None:
+            tracked = store.shipment_id(req.shipment_index)
+        customer = req.customer_id
+    return {
+        "id": tid, "type": "tracking_request", "attributes": attrs,
+        "relationships": {
+            "tracked_object": {"data": {"id": tracked, "type": "shipment"} if tracked else None},
+            "customer": {"data": {"id": customer, "type": "party"} if customer else None},
+            "user": {"data": None},
+        },
+        "links": {"self": f"/v2/tracking_requests/{tid}"},
+    }
+
+
+def party_resource(store: AccountStore, p: int, name: str) -> dict:
+    """A `party` resource (customer) for party index `p`."""
+    pid = store.party_id(p)
+    return {"id": pid, "type": "party", "attributes": {"company_name": name},
+            "relationships": {}, "links": {"self": f"/v2/parties/{pid}"}}
+
+
+def document_resource(did: str, name: str, blob: dict, now: int, shipment_id: str | None,
+                      container_id: str | None) -> dict:
+    """A `document` resource for an uploaded blob (the HTTP layer's blob summary), as created at `now`."""
+    return {
+        "id": did, "type": "document",
+        "attributes": {
+            "name": name, "document_type": None, "document_type_manual": None,
+            "classification_notes": None, "source": "api", "file_name": blob.get("filename"),
+            "file_content_type": blob.get("content_type"), "file_size_bytes": blob.get("byte_size"),
+            "created_at": iso(now), "updated_at": iso(now),
+        },
+        "relationships": {
+            "shipments": {"data": [{"id": shipment_id, "type": "shipment"}] if shipment_id else []},
+            "containers": {"data": [{"id": container_id, "type": "container"}] if container_id else []},
+        },
+        "links": {"self": f"/v2/documents/{did}"},
     }

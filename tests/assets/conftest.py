@@ -8,7 +8,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster_dlt import DagsterDltResource
 
 from assets.resources import OceanTrackingApi, Warehouse
 from tests.conftest import FULL_KEY
@@ -25,7 +24,6 @@ def sandbox_resources(server, workdir: Path, *, key: str = FULL_KEY) -> dict[str
             api_key=key, base_url=server.base_url, app_url=server.app_url, rate_window_seconds=TEST_RATE_WINDOW
         ),
         "warehouse": Warehouse(duckdb_path=str(workdir / "warehouse.duckdb")),
-        "dlt": DagsterDltResource(),
     }
 
 

@@ -50,7 +50,7 @@ def test_resources_read_the_environment_as_env_vars(monkeypatch, tmp_path):
     assert api.app_url == "https://app.terminal49.com"
     assert api.api_key == dg.EnvVar("SOURCES__OCEAN_TRACKING__API_KEY")
     assert resources["warehouse"].duckdb_path == dg.EnvVar("OCEAN_TRACKING_DUCKDB")
-    assert set(resources) == {"ocean_tracking_api", "warehouse", "dlt"}
+    assert set(resources) == {"ocean_tracking_api", "warehouse"}
 
 
 def test_dagster_yaml_instance(tmp_path, monkeypatch):

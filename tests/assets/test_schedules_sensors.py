@@ -10,12 +10,12 @@ import duckdb
 import pytest
 import requests
 
-from assets.budget import AccountSize, budget_per_hour, plan_refresh, refresh_cost
 from assets.checks import ingest_checks
 from assets.ingest import asset_key, ocean_tracking_assets
 from assets.resources import Warehouse
-from assets.schedules import build_refresh_schedule, full_sync_schedule
+from assets.schedules import full_sync_schedule, refresh_schedule
 from assets.sensors import FOLLOW_UP_KEYS, pending_tracking_requests_sensor
+from pipelines.extract.budget import AccountSize, budget_per_hour, plan_refresh, refresh_cost
 from tests.assets.conftest import sandbox_resources
 from tests.conftest import FULL_KEY
 from tests.e2e.conftest import advance_clock
@@ -77,30 +77,30 @@ def _huge_warehouse(path) -> Warehouse:
     return Warehouse(duckdb_path=str(path))
 
 
-def test_refresh_schedule_runs_on_its_cadence(tmp_path):
-    plan = plan_refresh(AccountSize(shipments=60, containers_at_sea=40))
-    schedule = build_refresh_schedule(plan, "test")
-    assert schedule.cron_schedule == "15 * * * *" and "15 * * * *" in schedule.description
+def test_refresh_schedule_runs_hourly_for_a_small_account(tmp_path):
+    """No warehouse yet: the assumed mid-size account fits hourly, so every hourly tick runs."""
+    assert refresh_schedule.cron_schedule == "15 * * * *"
     tick = datetime(2026, 11, 2, 7, 15, tzinfo=UTC)
     context = dg.build_schedule_context(
         scheduled_execution_time=tick, resources={"warehouse": Warehouse(duckdb_path=str(tmp_path / "none.duckdb"))}
     )
-    [request] = schedule.evaluate_tick(context).run_requests
+    [request] = refresh_schedule.evaluate_tick(context).run_requests
     assert request.run_key == f"refresh-{tick.isoformat()}"
+    assert request.tags["ocean_tracking/refresh_every_hours"] == "1"
+    assert not (tmp_path / "none.duckdb").exists()  # planning reads, never creates
 
 
-def test_refresh_schedule_skips_off_cadence_when_the_account_outgrew_it(tmp_path):
-    schedule = build_refresh_schedule(plan_refresh(AccountSize(shipments=60, containers_at_sea=40)), "test")
+def test_refresh_schedule_skips_off_cadence_when_the_account_outgrew_hourly(tmp_path):
     warehouse = _huge_warehouse(tmp_path / "huge.duckdb")
     off = dg.build_schedule_context(
         scheduled_execution_time=datetime(2026, 11, 2, 7, 15, tzinfo=UTC), resources={"warehouse": warehouse}
     )
-    result = schedule.evaluate_tick(off)
+    result = refresh_schedule.evaluate_tick(off)
     assert not result.run_requests and "Every 24 h" in result.skip_message
     on = dg.build_schedule_context(
         scheduled_execution_time=datetime(2026, 11, 2, 0, 15, tzinfo=UTC), resources={"warehouse": warehouse}
     )
-    assert len(schedule.evaluate_tick(on).run_requests) == 1
+    assert len(refresh_schedule.evaluate_tick(on).run_requests) == 1
 
 
 def test_full_sync_schedule_requests_a_run():

@@ -10,11 +10,12 @@ import duckdb
 import pytest
 import requests
 
-from pipelines.client import OceanTrackingClient
-from pipelines.config import load_settings
-from pipelines.pipeline import DATASET_NAME, duckdb_target, make_pipeline, run_sync
-from pipelines.source import ocean_tracking
-from pipelines.spatial import load_spatial
+from pipelines.api.client import OceanTrackingClient
+from pipelines.api.config import load_settings
+from pipelines.settings import DATASET_NAME
+from pipelines.sync import sync_account
+from pipelines.warehouse.destinations import duckdb_target
+from pipelines.warehouse.spatial import load_spatial
 from tests.conftest import FULL_KEY, SANDBOX_START
 
 
@@ -68,9 +69,8 @@ def sync_once(
     `settings` overrides client settings (timeouts, attempts)."""
     target = duckdb_target(workdir / "warehouse.duckdb")
     with make_client(server, workdir, key=key, window=window, **(settings or {})) as client:
-        pipeline = make_pipeline(target, pipelines_dir=workdir / "dlt")
-        run_sync(pipeline, ocean_tracking(client=client, **source_args), target)
-        return SyncResult(client.stats(), target.duckdb_path)
+        result = sync_account(client, target, pipelines_dir=workdir / "dlt", models=False, **source_args)
+        return SyncResult(result.api_stats, target.duckdb_path)
 
 
 def advance_clock(server, seconds: float) -> None:

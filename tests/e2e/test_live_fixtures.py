@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.source import SHIPMENT_INCLUDES
+from pipelines.extract.source import SHIPMENT_INCLUDES
 from tests.e2e.conftest import SyncResult, sync_once
 from tests.e2e.fixture_server import (
     Fixtures,

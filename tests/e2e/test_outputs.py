@@ -8,9 +8,9 @@ import duckdb
 import geopandas as gpd
 from deltalake import DeltaTable
 
-from pipelines.exports import export_map_features_geoparquet
-from pipelines.pipeline import lake_target, make_pipeline, run_sync
-from pipelines.source import ocean_tracking
+from pipelines.geo.geoparquet import export_map_features_geoparquet
+from pipelines.sync import sync_account
+from pipelines.warehouse.destinations import lake_target
 from tests.conftest import FULL_KEY
 from tests.e2e.conftest import api_total, make_client, sync_once
 
@@ -18,7 +18,7 @@ from tests.e2e.conftest import api_total, make_client, sync_once
 def _lake_sync(server, workdir: Path) -> None:
     target = lake_target(workdir / "lake")
     with make_client(server, workdir) as client:
-        run_sync(make_pipeline(target, pipelines_dir=workdir / "dlt"), ocean_tracking(client=client), target)
+        sync_account(client, target, pipelines_dir=workdir / "dlt")
 
 
 def test_parquet_lake_merges_instead_of_appending(sandbox, tmp_path):

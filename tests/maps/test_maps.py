@@ -15,8 +15,8 @@ import shapely
 
 from assets.maps import map_assets, read_map_features
 from assets.resources import Warehouse
-from pipelines.land import LAND_PATH, load_land
-from pipelines.maps_render import (
+from pipelines.geo.land import LAND_PATH, load_land
+from pipelines.geo.render import (
     OVERVIEW_DPI,
     OVERVIEW_FIGSIZE,
     ROUTE_DPI,

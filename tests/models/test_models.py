@@ -15,8 +15,9 @@ import pytest
 import requests
 import shapely
 
-from assets.models import MODELS, SQL_DIR, header_comment, model_assets, run_model
+from assets.models import MODELS, model_assets
 from assets.resources import OCEAN_TRACKING_POOL
+from pipelines.warehouse.models import SQL_DIR, header_comment, run_model
 from tests.conftest import FULL_KEY
 from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, advance_clock, sync_once
 from tests.models.conftest import APP_URL, BuiltWarehouse, materialize_models

@@ -120,8 +120,8 @@ TEST_KEY = "t49-test-key-9f8e7d6c5b4a3210"
 @pytest.fixture
 def make_client(api_server, tmp_path):
     """Build a client against the scripted server with fast retries and its own limiter file."""
-    from pipelines.client import OceanTrackingClient
-    from pipelines.config import load_settings
+    from pipelines.api.client import OceanTrackingClient
+    from pipelines.api.config import load_settings
 
     made = []
 

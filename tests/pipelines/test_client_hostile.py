@@ -9,8 +9,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipelines.api.jsonapi import rows_by_type
 from pipelines.errors import MalformedResponseError
-from pipelines.jsonapi import rows_by_type
 from tests.pipelines.conftest import TEST_KEY, Reply
 
 text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)

@@ -7,8 +7,8 @@ import socket
 import pytest
 
 from pipelines import errors
-from pipelines.client import OceanTrackingClient
-from pipelines.config import load_settings
+from pipelines.api.client import OceanTrackingClient
+from pipelines.api.config import load_settings
 from tests.pipelines.conftest import TEST_KEY, Reply
 
 OK = {"data": [{"id": "s1", "type": "shipment", "attributes": {}}]}

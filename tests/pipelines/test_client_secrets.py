@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 from pipelines import errors
-from pipelines.config import ApiKey, load_settings, validate_api_key
+from pipelines.api.config import ApiKey, load_settings, validate_api_key
 from tests.pipelines.conftest import TEST_KEY, Reply
 
 SECRET = "zq81-very-secret-key-55aa"

@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pipelines.errors import MalformedResponseError
-from pipelines.geo import (
+from pipelines.geo.features import (
     PROPERTY_TYPES,
     SCHEMA,
     feature_collections_to_table,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipelines.api.jsonapi import flatten_document, flatten_resource, rows_by_type
 from pipelines.errors import MalformedResponseError
-from pipelines.jsonapi import flatten_document, flatten_resource, rows_by_type
 from tests.pipelines.conftest import load_fixture
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pipelines.ratelimit import SlidingWindowLimiter, bucket_for
+from pipelines.api.ratelimit import SlidingWindowLimiter, bucket_for
 
 FP = "abcdef123456"
 

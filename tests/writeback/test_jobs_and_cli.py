@@ -7,7 +7,7 @@ import duckdb
 
 from assets.resources import OceanTrackingApi, Warehouse
 from assets.writeback import create_tracking_requests_job, patch_ref_numbers_job, upload_documents_job
-from pipelines.__main__ import main
+from pipelines.cli import main
 from tests.conftest import FULL_KEY
 from tests.writeback.conftest import api_get, routes, tracking_count
 

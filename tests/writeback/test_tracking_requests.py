@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import time
 
-from pipelines.client import OceanTrackingClient
-from pipelines.config import load_settings
-from pipelines.ratelimit import BUCKET_LIMITS, SlidingWindowLimiter
+from pipelines.api.client import OceanTrackingClient
+from pipelines.api.config import load_settings
+from pipelines.api.ratelimit import BUCKET_LIMITS, SlidingWindowLimiter
 from pipelines.writeback.tracking_requests import create_tracking_requests
 from tests.conftest import FULL_KEY
 from tests.e2e.conftest import FROZEN_START

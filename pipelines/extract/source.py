@@ -10,7 +10,7 @@ Request plan (the service allows 100 requests a minute per account, 100 rows a p
   a container's `/transport_events` is fetched only when its event ids changed since the last run.
 - `/tracking_requests` is incremental on `updated_at` (the only endpoint with an updated-since filter),
   re-reading a lag window so rows updated at the boundary are not lost.
-- Maps: see `pipelines.map_schedule`.
+- Maps: see `pipelines.extract.map_schedule`.
 """
 
 from __future__ import annotations
@@ -25,15 +25,15 @@ from typing import Any
 import dlt
 from dlt.sources import DltResource, DltSource
 
-from pipelines.client import OceanTrackingClient
+from pipelines.api.client import OceanTrackingClient
+from pipelines.api.jsonapi import rows_by_type
 from pipelines.errors import FeatureNotEnabledError, NotFoundError
-from pipelines.geo import feature_collections_to_table
-from pipelines.jsonapi import rows_by_type
-from pipelines.map_schedule import MapSchedule, container_phase
+from pipelines.extract.map_schedule import MapSchedule, container_phase
+from pipelines.geo.features import feature_collections_to_table
+from pipelines.settings import PAGE_SIZE, SOURCE_NAME
 
 logger = logging.getLogger(__name__)
 
-PAGE_SIZE = 100
 SHIPMENT_INCLUDES = (
     "containers",
     "containers.transport_events",
@@ -113,7 +113,7 @@ def _coerce_floats(table: str, rows: Iterable[dict[str, Any]]) -> list[dict[str,
     return out
 
 
-@dlt.source(name="ocean_tracking", max_table_nesting=1)
+@dlt.source(name=SOURCE_NAME, max_table_nesting=1)
 def ocean_tracking(
     client: OceanTrackingClient | None = None,
     include_maps: bool = True,

@@ -1,7 +1,7 @@
 """Route maps as PNG: one container's route, or every route at once (matplotlib, Agg backend, no display).
 
 Pure rendering: the callers hand in GeoDataFrames of map features (`features_frame` builds one from the
-`map_features` table) and the land polygons (`pipelines.land.load_land`).
+`map_features` table) and the land polygons (`pipelines.geo.land.load_land`).
 
 **The antimeridian.** A trans-Pacific route (Shanghai -> Los Angeles) drawn on a -180..180 frame either
 streaks across the whole map (the raw `geometry`) or, with the antimeridian-split `geometry_split`, falls
@@ -45,7 +45,7 @@ from matplotlib.path import Path as MplPath
 from matplotlib.ticker import FuncFormatter, MultipleLocator
 from matplotlib.transforms import Bbox
 
-from pipelines.geo import split_antimeridian
+from pipelines.geo.features import split_antimeridian
 
 ROUTE_FIGSIZE = (10.0, 6.25)  # inches; at ROUTE_DPI -> 1000 x 625 px
 ROUTE_DPI = 100

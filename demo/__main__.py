@@ -1,6 +1,9 @@
-"""The one-command demo: start the sandbox, materialize every Dagster asset into data/, print a summary,
-stop the sandbox. The run lands in the project's Dagster instance (.dagster/), so `dagster dev`
-shows it afterwards."""
+"""The one-command demo (`bash scripts/demo`, or `python -m demo`): start the sandbox, materialize every
+Dagster asset into data/, print a summary, stop the sandbox. The run lands in the project's Dagster
+instance (.dagster/), so `dagster dev` shows it afterwards.
+
+This is the one place besides the tests that composes the sandbox with the pipeline; they meet over
+HTTP, as the pipeline meets the real service."""
 
 from __future__ import annotations
 
@@ -15,23 +18,35 @@ import requests
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.pipeline import DATA_DIR, DATASET_NAME
-from pipelines.sandbox_process import SandboxProcess, start_sandbox
+from pipelines.settings import (
+    ANALYTICS_SCHEMA,
+    API_KEY_ENV,
+    APP_URL_ENV,
+    BASE_URL_ENV,
+    DATASET_NAME,
+    DUCKDB_ENV,
+    RATE_WINDOW_ENV,
+    data_dir,
+    duckdb_path,
+    geoparquet_path,
+    maps_dir,
+)
+from sandbox.launcher import SandboxProcess, start_sandbox
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 console = Console()
 
 
-def point_dagster_at(sandbox: SandboxProcess, duckdb_path: Path, rate_window: float) -> None:
+def point_dagster_at(sandbox: SandboxProcess, warehouse: Path, rate_window: float) -> None:
     """Configure the code location through the environment it reads (the key only as a variable, so
     Dagster records its name, never its value)."""
     os.environ.update(
         {
-            "SOURCES__OCEAN_TRACKING__API_KEY": sandbox.api_key,
-            "SOURCES__OCEAN_TRACKING__BASE_URL": sandbox.base_url,
-            "SOURCES__OCEAN_TRACKING__APP_URL": sandbox.app_url,
-            "SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS": str(rate_window),
-            "OCEAN_TRACKING_DUCKDB": str(duckdb_path),
+            API_KEY_ENV: sandbox.api_key,
+            BASE_URL_ENV: sandbox.base_url,
+            APP_URL_ENV: sandbox.app_url,
+            RATE_WINDOW_ENV: str(rate_window),
+            DUCKDB_ENV: str(warehouse),
             "DAGSTER_HOME": str(PROJECT_ROOT),
         }
     )
@@ -62,16 +77,16 @@ def materialize_everything() -> bool:
     return result.success and not failed
 
 
-def print_summary(duckdb_path: Path, sandbox: SandboxProcess, seconds: float) -> None:
+def print_summary(warehouse: Path, sandbox: SandboxProcess, seconds: float) -> None:
     """Tables and rows, API requests the sandbox served, where the files are, how to open the UI."""
-    with duckdb.connect(str(duckdb_path), read_only=True) as con:
+    with duckdb.connect(str(warehouse), read_only=True) as con:
         rows = con.execute(
             "select table_schema, table_name from information_schema.tables "
-            "where table_schema in (?, 'analytics') and table_name not like '\\_dlt%' escape '\\' "
+            "where table_schema in (?, ?) and table_name not like '\\_dlt%' escape '\\' "
             "order by 1, 2",
-            [DATASET_NAME],
+            [DATASET_NAME, ANALYTICS_SCHEMA],
         ).fetchall()
-        table = Table(title=f"{duckdb_path}")
+        table = Table(title=f"{warehouse}")
         table.add_column("table")
         table.add_column("rows", justify="right")
         for schema, name in rows:
@@ -85,31 +100,31 @@ def print_summary(duckdb_path: Path, sandbox: SandboxProcess, seconds: float) ->
         for bucket, count in per_bucket.items():
             spent[bucket] = spent.get(bucket, 0) + count
     console.print(f"API requests spent: {spent}; 429s served: {served['rate_limited_total']}")
-    maps_dir = DATA_DIR / "maps"
-    console.print(f"GeoParquet: {DATA_DIR / 'map_features.parquet'}")
-    console.print(f"Route maps: {maps_dir / 'routes'}/*.png ({len(list((maps_dir / 'routes').glob('*.png')))}), "
-                  f"overview {maps_dir / 'overview.png'}")
+    routes = maps_dir() / "routes"
+    console.print(f"GeoParquet: {geoparquet_path()}")
+    console.print(f"Route maps: {routes}/*.png ({len(list(routes.glob('*.png')))}), "
+                  f"overview {maps_dir() / 'overview.png'}")
     console.print(f"Done in {seconds:.0f}s. Open the Dagster UI on this run: DAGSTER_HOME=$PWD .venv/bin/dagster dev")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m assets.demo` (what `bash scripts/demo` runs)."""
-    parser = argparse.ArgumentParser(prog="python -m assets.demo", description=__doc__)
+    """Entry point of `python -m demo` (what `bash scripts/demo` runs)."""
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__)
     parser.add_argument("--shipments", type=int, default=200, help="sandbox scale (default 200)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--rate-window", type=float, default=3.0, help="sandbox rate window, seconds (real: 60)")
     args = parser.parse_args(argv)
 
     started = time.monotonic()
-    duckdb_path = DATA_DIR / "warehouse.duckdb"
-    duckdb_path.parent.mkdir(parents=True, exist_ok=True)
+    warehouse = duckdb_path()
+    warehouse.parent.mkdir(parents=True, exist_ok=True)
     console.print(f"Starting the sandbox ({args.shipments} shipments, seed {args.seed})…")
     sandbox_args = ("--shipments", str(args.shipments), "--seed", str(args.seed), "--rate-window", str(args.rate_window))
     with start_sandbox(*sandbox_args) as sandbox:
-        console.print(f"Sandbox at {sandbox.base_url}; materializing every asset into {DATA_DIR}/ …")
-        point_dagster_at(sandbox, duckdb_path, args.rate_window)
+        console.print(f"Sandbox at {sandbox.base_url}; materializing every asset into {data_dir()}/ …")
+        point_dagster_at(sandbox, warehouse, args.rate_window)
         ok = materialize_everything()
-        print_summary(duckdb_path, sandbox, time.monotonic() - started)
+        print_summary(warehouse, sandbox, time.monotonic() - started)
     return 0 if ok else 1
 
 

@@ -6,14 +6,13 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.geo import write_geoparquet
-from pipelines.pipeline import DATA_DIR, DATASET_NAME, table_exists
-
-DEFAULT_GEOPARQUET_PATH = DATA_DIR / "map_features.parquet"
+from pipelines.geo.features import write_geoparquet
+from pipelines.settings import DATASET_NAME
+from pipelines.warehouse.tables import table_exists
 
 
 def export_map_features_geoparquet(
-    duckdb_path: Path, out_path: Path = DEFAULT_GEOPARQUET_PATH, dataset_name: str = DATASET_NAME
+    duckdb_path: Path, out_path: Path, dataset_name: str = DATASET_NAME
 ) -> Path | None:
     """Write every loaded map feature as GeoParquet (EPSG:4326); None when no map was loaded.
 

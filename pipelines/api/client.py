@@ -31,7 +31,8 @@ from requests.exceptions import ChunkedEncodingError, ConnectTimeout, ContentDec
 from requests.utils import rewind_body
 from tenacity import RetryCallState, Retrying, stop_after_attempt, wait_random
 
-from pipelines.config import ApiKey, Settings, load_settings
+from pipelines.api.config import ApiKey, Settings, load_settings
+from pipelines.api.ratelimit import SlidingWindowLimiter, bucket_for
 from pipelines.errors import (
     ApiError,
     MalformedResponseError,
@@ -40,7 +41,6 @@ from pipelines.errors import (
     describe_body,
     error_from_response,
 )
-from pipelines.ratelimit import SlidingWindowLimiter, bucket_for
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class TokenAuth(AuthBase):
     """`Authorization: Token <key>`, only for requests to the API's own origin; masks itself in repr.
 
     A plain requests `AuthBase` rather than dlt's `AuthConfigBase`: the latter is a configspec dataclass
-    whose generated repr/fields would hold the raw key; settings are resolved in `pipelines.config`.
+    whose generated repr/fields would hold the raw key; settings are resolved in `pipelines.api.config`.
     """
 
     def __init__(self, api_key: ApiKey, origin: str) -> None:

@@ -1,7 +1,8 @@
-"""Start the sandbox as a child process and read its ready line (for the demo and benchmarks).
+"""Start the sandbox as a child process and read its ready line (for the demo, benchmarks and tests).
 
 The pipeline never imports the sandbox: it talks to it over HTTP like to the real service, so the
-sandbox is launched as `python -m sandbox` and known only by the URLs and keys it prints.
+sandbox is launched as `python -m sandbox` and known only by the URLs and keys it prints. This module
+lives with the sandbox because the ready line is the sandbox's own output format.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Settings for talking to the service, read the dlt way (`sources.ocean_tracking.*`).
+"""The API settings, resolved the dlt way (`sources.ocean_tracking.*`) and validated before any request.
 
 Environment variables `SOURCES__OCEAN_TRACKING__API_KEY`, `..._BASE_URL`, `..._APP_URL` (and the optional
 knobs below) or `.dlt/secrets.toml` / `.dlt/config.toml` under `[sources.ocean_tracking]`; explicit arguments
@@ -8,19 +8,26 @@ win. The key is validated before any request and held in `ApiKey`, whose repr/st
 from __future__ import annotations
 
 import hashlib
-import tempfile
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import dlt
+from dlt.common.configuration.providers.toml import TomlProviderReadException
 
-from pipelines.errors import API_KEY_ENV, ConfigurationError
-
-SECTION = "sources.ocean_tracking"
-DEFAULT_BASE_URL = "https://api.terminal49.com/v2"
-DEFAULT_APP_URL = "https://app.terminal49.com"
+from pipelines.errors import ConfigurationError
+from pipelines.settings import (
+    API_KEY_HELP,
+    CONFIG_SECTION,
+    DEFAULT_APP_URL,
+    DEFAULT_BASE_URL,
+    RATE_WINDOW_SECONDS,
+)
+from pipelines.settings import (
+    limiter_path as default_limiter_path,
+)
 
 
 class ApiKey:
@@ -59,7 +66,7 @@ def key_fingerprint(raw: str) -> str:
 
 def validate_api_key(raw: Any) -> ApiKey:
     """Check the key's shape before any request; say what is wrong and what to do, never echo the key."""
-    where = f"Set {API_KEY_ENV} (or api_key under [sources.ocean_tracking] in .dlt/secrets.toml)"
+    where = f"Set {API_KEY_HELP}"
     if isinstance(raw, ApiKey):
         raw = raw.reveal()
     if raw is None or (isinstance(raw, str) and raw == ""):
@@ -87,10 +94,6 @@ def validate_api_key(raw: Any) -> ApiKey:
     return ApiKey(raw)
 
 
-def _default_limiter_path() -> Path:
-    return Path(tempfile.gettempdir()) / "ocean_tracking" / "ratelimit.sqlite"
-
-
 @dataclass(frozen=True)
 class Settings:
     """Everything the client needs; immutable, safe to repr (the key masks itself)."""
@@ -103,9 +106,9 @@ class Settings:
     max_attempts: int = 5
     backoff_factor: float = 1.0
     max_retry_delay: float = 120.0
-    rate_window_seconds: float = 60.0
+    rate_window_seconds: float = RATE_WINDOW_SECONDS
     rate_window_padding: float = 0.03
-    limiter_path: Path = field(default_factory=_default_limiter_path)
+    limiter_path: Path = field(default_factory=default_limiter_path)
 
     def with_overrides(self, **changes: Any) -> Settings:
         """A copy with some fields replaced (validated again)."""
@@ -127,9 +130,17 @@ _OPTIONAL = {
 def _lookup(name: str, secret: bool = False) -> Any:
     provider = dlt.secrets if secret else dlt.config
     try:
-        return provider.get(f"{SECTION}.{name}")
-    except Exception:
-        return None
+        return provider.get(f"{CONFIG_SECTION}.{name}")
+    except TomlProviderReadException as error:
+        raise ConfigurationError(malformed_config_message(error)) from None
+
+
+def malformed_config_message(error: TomlProviderReadException) -> str:
+    """One line naming the malformed TOML file and what its parser said (with line and column)."""
+    present = [path for path in error.full_paths if os.path.isfile(path)]
+    where = ", ".join(present) or error.file_name
+    reason = str(error).split("\n", 1)[-1].strip()
+    return f"{where} is malformed: {reason}. Fix the file (it is TOML) or remove it."
 
 
 def _check_url(name: str, url: Any) -> str:
@@ -167,7 +178,7 @@ def load_settings(
         try:
             values[name] = cast(value)
         except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"{SECTION}.{name} must be a {cast.__name__}.") from exc
+            raise ConfigurationError(f"{CONFIG_SECTION}.{name} must be a {cast.__name__}.") from exc
     settings = replace(Settings(api_key=key, base_url=base, app_url=app), **values)
     if settings.max_attempts < 1:
         raise ConfigurationError("max_attempts must be at least 1.")

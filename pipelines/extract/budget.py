@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import duckdb
 
-REQUESTS_PER_MINUTE = 100
-PAGE_SIZE = 100
+from pipelines.settings import PAGE_SIZE, REQUESTS_PER_MINUTE
+
 DEFAULT_UTILISATION = 0.8
 DEFAULT_REFRESH_SHARE = 0.5
 CANDIDATE_HOURS = (1, 2, 3, 4, 6, 8, 12, 24)
@@ -113,7 +113,7 @@ def plan_refresh(
 def account_size(con: duckdb.DuckDBPyConnection, dataset: str) -> AccountSize:
     """Count the refresh's cost drivers in the loaded tables (0 for tables not loaded yet).
 
-    Phases as in `pipelines.map_schedule.container_phase`: arrived when the container or its shipment
+    Phases as in `pipelines.extract.map_schedule.container_phase`: arrived when the container or its shipment
     arrived, at sea when the shipment departed, else before departure."""
     tables = {
         row[0]

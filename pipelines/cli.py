@@ -1,0 +1,156 @@
+"""The command line, `python -m pipelines` (or `ocean-tracking`): `sync` extracts an account into a
+destination and builds the analytics models; the write-back commands change the account.
+
+Errors the user can act on are one line on stderr, exit code 2, no traceback (`--debug` shows it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from dlt.pipeline.exceptions import PipelineStepFailed
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from pipelines.api.client import OceanTrackingClient
+from pipelines.api.config import load_settings
+from pipelines.errors import PipelineError
+from pipelines.geo.geoparquet import export_map_features_geoparquet
+from pipelines.settings import API_KEY_ENV, DEFAULT_BASE_URL, duckdb_path, geoparquet_path, lake_url
+from pipelines.sync import SyncResult, sync_account
+from pipelines.warehouse.destinations import Target, resolve_target
+from pipelines.writeback.cli import register as register_writeback
+
+console = Console()
+errors = Console(stderr=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `sync` command and its overrides, plus the write-back commands."""
+    parser = argparse.ArgumentParser(prog="python -m pipelines", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    sync = commands.add_parser("sync", help="extract the account into the destination, then build the models")
+    sync.add_argument("--base-url", help=f"API base URL ending in /v2 (default: config, else {DEFAULT_BASE_URL})")
+    sync.add_argument(
+        "--api-key", help=f"API key (prefer {API_KEY_ENV}: a key on the command line shows in `ps`)"
+    )
+    sync.add_argument("--rate-window", type=float, default=None, help="the service's rate window, seconds")
+    sync.add_argument("--duckdb", type=Path, default=duckdb_path(), help="DuckDB file")
+    sync.add_argument(
+        "--destination",
+        default="duckdb",
+        help="duckdb (default), filesystem (Parquet/Delta lake) or any dlt destination name",
+    )
+    sync.add_argument("--lake-url", default=str(lake_url()), help="bucket URL for --destination filesystem")
+    sync.add_argument("--no-maps", action="store_true", help="skip route maps")
+    sync.add_argument("--no-models", action="store_true", help="load the raw tables only")
+    sync.add_argument("--geoparquet", type=Path, default=geoparquet_path(), help="where to write the map features")
+    sync.add_argument("--no-progress", action="store_true", help="no live status line")
+    sync.set_defaults(handler=run_sync)
+    register_writeback(commands)
+    return parser
+
+
+def run_sync(args: argparse.Namespace) -> int:
+    """Run one sync and print the summary."""
+    settings = load_settings(api_key=args.api_key, base_url=args.base_url, rate_window_seconds=args.rate_window)
+    target = resolve_target(args.destination, duckdb_file=args.duckdb, lake=args.lake_url)
+    started = time.monotonic()
+    show_progress = not args.no_progress and sys.stderr.isatty()
+    with OceanTrackingClient(settings) as client, live_stats(client.stats, enabled=show_progress):
+        result = sync_account(client, target, include_maps=not args.no_maps, models=not args.no_models)
+    print_summary(target, result, time.monotonic() - started)
+    if target.duckdb_path is not None and not args.no_maps:
+        written = export_map_features_geoparquet(target.duckdb_path, args.geoparquet)
+        if written:
+            console.print(f"GeoParquet of the map features: {written}")
+    return 0
+
+
+def print_summary(target: Target, result: SyncResult, seconds: float) -> None:
+    """Rows per table and model, then what the sync spent of the rate budget."""
+    if result.finished_pending_load:
+        console.print("Finished the load an interrupted sync had left pending, then synced afresh.")
+    if target.duckdb_path is not None:
+        counts = Table(title=f"Rows in {target.duckdb_path}")
+        counts.add_column("table")
+        counts.add_column("rows", justify="right")
+        for table, rows in result.row_counts.items():
+            counts.add_row(f"{target.dataset_name}.{table}", f"{rows:,}")
+        for model, rows in result.model_rows.items():
+            counts.add_row(f"analytics.{model}", f"{rows:,}")
+        console.print(counts)
+    stats = result.api_stats
+    spent = Table(title="API requests spent")
+    spent.add_column("bucket")
+    spent.add_column("requests", justify="right")
+    spent.add_column("waited for budget (s)", justify="right")
+    for bucket, count in sorted(stats["requests"].items()):
+        spent.add_row(bucket, str(count), f"{stats['wait_seconds'].get(bucket, 0.0):.1f}")
+    console.print(spent)
+    console.print(f"retries {stats['retries']}, 429s received {stats['responses_429']}, wall time {seconds:.1f}s")
+
+
+def describe_stats(stats: dict[str, Any]) -> str:
+    """One line from `OceanTrackingClient.stats()`: what the budget went on so far."""
+    buckets = stats.get("requests") or {}
+    spent = ", ".join(f"{name} {count}" for name, count in sorted(buckets.items())) or "none yet"
+    waited = sum((stats.get("wait_seconds") or {}).values())
+    return (
+        f"requests: {spent} | waited for budget {waited:.1f}s | "
+        f"retries {stats.get('retries', 0)} | 429s {stats.get('responses_429', 0)}"
+    )
+
+
+@contextmanager
+def live_stats(read_stats: Callable[[], dict[str, Any]], enabled: bool = True):
+    """A live status line on stderr, refreshed from `read_stats` twice a second until the block ends."""
+    if not enabled:
+        yield
+        return
+    stop = threading.Event()
+    with Live(Text("starting…"), console=errors, refresh_per_second=4, transient=True) as live:
+
+        def refresh() -> None:
+            while not stop.wait(0.5):
+                live.update(Text(describe_stats(read_stats())))
+
+        thread = threading.Thread(target=refresh, name="sync-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `python -m pipelines` and the `ocean-tracking` script."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # dlt warns about every column that is still all-null; the live service has many of those.
+    logging.getLogger("dlt").setLevel(logging.ERROR)
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (PipelineError, PipelineStepFailed) as error:
+        if args.debug:
+            raise
+        cause = error.exception if isinstance(error, PipelineStepFailed) else error
+        while not isinstance(cause, PipelineError) and cause.__cause__ is not None:
+            cause = cause.__cause__
+        # escaped: rich markup would swallow `[sources.ocean_tracking]` in a message
+        errors.print(f"[red]error:[/red] {escape(str(cause))}")
+        return 2

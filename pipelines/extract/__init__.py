@@ -1,0 +1,1 @@
+"""The dlt source (`source.py`) and what decides what to fetch next: the map schedule and the refresh budget."""

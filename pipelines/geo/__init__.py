@@ -1,0 +1,1 @@
+"""Geometry: GeoJSON map features to Arrow/WKB (antimeridian split), GeoParquet, and the PNG route maps."""

@@ -1,0 +1,86 @@
+"""Every name the product is configured by, defined once: environment variables, config sections,
+default paths, URLs, dataset and schema names, page size and rate budget.
+
+Everything else imports from here. Paths are functions, not constants, because they follow the
+environment at the moment they are asked for (the demo and the tests point a process at another
+folder after import). The values a user sets are read the dlt way (environment variables, then
+`.dlt/secrets.toml` and `.dlt/config.toml`): `pipelines.api.config` resolves and validates the API
+settings, `pipelines.warehouse` the destinations.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+# ---- the service -------------------------------------------------------------------------------------
+SOURCE_NAME = "ocean_tracking"
+CONFIG_SECTION = f"sources.{SOURCE_NAME}"  # [sources.ocean_tracking] in .dlt/secrets.toml
+ENV_PREFIX = "SOURCES__OCEAN_TRACKING__"
+API_KEY_ENV = f"{ENV_PREFIX}API_KEY"
+BASE_URL_ENV = f"{ENV_PREFIX}BASE_URL"
+APP_URL_ENV = f"{ENV_PREFIX}APP_URL"
+RATE_WINDOW_ENV = f"{ENV_PREFIX}RATE_WINDOW_SECONDS"
+API_KEY_HELP = f"{API_KEY_ENV} (or api_key under [{CONFIG_SECTION}] in .dlt/secrets.toml)"
+
+DEFAULT_BASE_URL = "https://api.terminal49.com/v2"
+DEFAULT_APP_URL = "https://app.terminal49.com"
+PAGE_SIZE = 100  # the service's maximum page size
+REQUESTS_PER_MINUTE = 100  # the service's budget per account, in a rolling window
+RATE_WINDOW_SECONDS = 60.0
+
+# ---- the warehouse -----------------------------------------------------------------------------------
+PIPELINE_NAME = SOURCE_NAME
+DATASET_NAME = SOURCE_NAME  # raw tables
+ANALYTICS_SCHEMA = "analytics"  # the SQL models
+WRITEBACK_SCHEMA = "writeback"  # write-back outcomes and audit log
+
+# ---- local files -------------------------------------------------------------------------------------
+DATA_DIR_ENV = "OCEAN_TRACKING_DATA_DIR"
+DUCKDB_ENV = "OCEAN_TRACKING_DUCKDB"
+PIPELINES_DIR_ENV = "OCEAN_TRACKING_PIPELINES_DIR"
+FRESHNESS_HOURS_ENV = "OCEAN_TRACKING_FRESHNESS_HOURS"
+DEFAULT_DATA_DIR = "data"
+# Not `ocean_tracking.duckdb`: a DuckDB file named like the dataset makes `ocean_tracking.<table>`
+# ambiguous (catalog or schema?) to the binder, and dlt fails its DDL.
+DUCKDB_FILE_NAME = "warehouse.duckdb"
+GEOPARQUET_FILE_NAME = "map_features.parquet"
+MAPS_DIR_NAME = "maps"  # routes/<container>.png and overview.png
+
+
+def data_dir() -> Path:
+    """Where outputs go: $OCEAN_TRACKING_DATA_DIR, else `data` (relative to the working directory)."""
+    return Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR)
+
+
+def duckdb_path() -> Path:
+    """The warehouse file: $OCEAN_TRACKING_DUCKDB, else `<data_dir>/warehouse.duckdb`."""
+    configured = os.environ.get(DUCKDB_ENV)
+    return Path(configured) if configured else data_dir() / DUCKDB_FILE_NAME
+
+
+def lake_url() -> Path:
+    """The Parquet/Delta lake folder of the `filesystem` destination: `<data_dir>/lake`."""
+    return data_dir() / "lake"
+
+
+def geoparquet_path() -> Path:
+    """The GeoParquet export of the map features: `<data_dir>/map_features.parquet`."""
+    return data_dir() / GEOPARQUET_FILE_NAME
+
+
+def maps_dir() -> Path:
+    """The rendered maps: `<data_dir>/maps` (`routes/<container>.png`, `overview.png`)."""
+    return data_dir() / MAPS_DIR_NAME
+
+
+def pipelines_dir(default: Path | None = None) -> Path | None:
+    """dlt's working folders: $OCEAN_TRACKING_PIPELINES_DIR, else `default` (None: dlt's own default)."""
+    configured = os.environ.get(PIPELINES_DIR_ENV)
+    return Path(configured) if configured else default
+
+
+def limiter_path() -> Path:
+    """The host-wide rate limiter's SQLite file, shared by every process on the host."""
+    return Path(tempfile.gettempdir()) / SOURCE_NAME / "ratelimit.sqlite"

@@ -1,0 +1,96 @@
+"""Where a sync loads: dlt destinations and the dlt pipeline around the `ocean_tracking` source.
+
+DuckDB at `data/warehouse.duckdb` is the embedded default. `destination="filesystem"` writes a
+Parquet lake (Delta tables, so merge keeps one row per id instead of silently appending); any other
+dlt destination name works with dlt's own configuration (`DESTINATION__<NAME>__CREDENTIALS`, ...).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dlt
+
+from pipelines.errors import ConfigurationError
+from pipelines.settings import DATASET_NAME, PIPELINE_NAME, duckdb_path, lake_url
+
+# The destinations dlt ships, for "did you mean" when a name is mistyped.
+KNOWN_DESTINATIONS = tuple(sorted(dlt.destinations.__all__))
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a sync loads: a dlt destination plus what it needs locally."""
+
+    destination: Any
+    dataset_name: str = DATASET_NAME
+    duckdb_path: Path | None = None
+    table_format: str | None = None
+
+
+def duckdb_target(path: str | Path | None = None, dataset_name: str = DATASET_NAME) -> Target:
+    """The embedded default: one DuckDB file (its folder is created)."""
+    path = Path(path) if path is not None else duckdb_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return Target(dlt.destinations.duckdb(str(path)), dataset_name, duckdb_path=path)
+
+
+def lake_target(bucket_url: str | Path | None = None, dataset_name: str = DATASET_NAME) -> Target:
+    """A Parquet lake through dlt's filesystem destination, as Delta tables so merges stay merges."""
+    url = str(bucket_url if bucket_url is not None else lake_url())
+    if "://" not in url:
+        Path(url).mkdir(parents=True, exist_ok=True)
+        url = Path(url).resolve().as_uri()
+    return Target(dlt.destinations.filesystem(url), dataset_name, table_format="delta")
+
+
+def named_target(destination: str, dataset_name: str = DATASET_NAME) -> Target:
+    """Any other dlt destination by name, configured the dlt way (env vars or .dlt/secrets.toml)."""
+    if destination not in KNOWN_DESTINATIONS:
+        close = difflib.get_close_matches(destination, KNOWN_DESTINATIONS, n=1)
+        hint = f" Did you mean {close[0]}?" if close else f" Known: {', '.join(KNOWN_DESTINATIONS)}."
+        raise ConfigurationError(f"Unknown destination {destination!r}.{hint}")
+    return Target(destination, dataset_name)
+
+
+def resolve_target(
+    destination: str, *, duckdb_file: str | Path | None = None, lake: str | Path | None = None
+) -> Target:
+    """The target a destination name stands for: `duckdb` (a file), `filesystem` (a lake), or any dlt name."""
+    if destination == "duckdb":
+        return duckdb_target(duckdb_file)
+    if destination == "filesystem":
+        return lake_target(lake)
+    return named_target(destination)
+
+
+def target_fingerprint(target: Target) -> str:
+    """A short stable id of where the target loads (file, bucket or destination name, and dataset)."""
+    if target.duckdb_path is not None:
+        place = str(target.duckdb_path.resolve())
+    else:
+        place = str(getattr(target.destination, "config_params", {}).get("bucket_url") or target.destination)
+    return hashlib.sha256(f"{place}|{target.dataset_name}".encode()).hexdigest()[:12]
+
+
+def make_pipeline(target: Target, pipelines_dir: str | Path | None = None) -> dlt.Pipeline:
+    """A dlt pipeline for the target. Arrow tables (map features) get `_dlt_load_id` like dict rows.
+
+    Each target gets its own working folder under `pipelines_dir` (dlt's default folder when None): the
+    folder holds incremental cursors and pending load packages, and a cursor kept for one warehouse must
+    never decide what another receives. The pipeline name stays the same everywhere, because dlt restores
+    the state from the destination by that name."""
+    os.environ.setdefault("NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_LOAD_ID", "true")
+    os.environ.setdefault("RUNTIME__DLTHUB_TELEMETRY", "false")
+    base = Path(pipelines_dir) if pipelines_dir else Path(dlt.current.run_context().get_data_entity("pipelines"))
+    return dlt.pipeline(
+        pipeline_name=PIPELINE_NAME,
+        destination=target.destination,
+        dataset_name=target.dataset_name,
+        pipelines_dir=str(base / target_fingerprint(target)),
+    )
