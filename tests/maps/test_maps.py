@@ -15,16 +15,14 @@ import shapely
 
 from assets.maps import map_assets, read_map_features
 from assets.resources import Warehouse
+from pipelines.geo.frame import central_longitude, lines_in_frame, wrap_to_frame
 from pipelines.geo.land import LAND_PATH, load_land
 from pipelines.geo.render import (
     OVERVIEW_DPI,
     OVERVIEW_FIGSIZE,
     ROUTE_DPI,
     ROUTE_FIGSIZE,
-    central_longitude,
-    lines_in_frame,
     render_container_route,
-    wrap_to_frame,
 )
 from tests.e2e.conftest import sync_once
 

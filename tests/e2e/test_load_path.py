@@ -1,0 +1,60 @@
+"""One load path: the CLI's `sync` and the Dagster ingest + models leave the same tables and rows."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import dagster as dg
+import duckdb
+import pytest
+
+from assets.ingest import ocean_tracking_assets
+from assets.models import model_assets
+from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
+from pipelines.warehouse.models import project_models
+from tests.assets.conftest import sandbox_resources
+from tests.conftest import FULL_KEY
+
+pytestmark = pytest.mark.slow
+
+
+def _tables_and_rows(path) -> dict[str, int]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        names = con.execute(
+            "select table_schema || '.' || table_name from information_schema.tables"
+            " where table_schema in (?, ?) and table_name not like '\\_dlt%' escape '\\'",
+            [DATASET_NAME, ANALYTICS_SCHEMA],
+        ).fetchall()
+        return {name: con.execute(f"select count(*) from {name}").fetchone()[0] for (name,) in names}
+
+
+def test_cli_sync_and_dagster_leave_the_same_tables(fresh_sandbox, tmp_path):
+    env = {
+        **os.environ,
+        "SOURCES__OCEAN_TRACKING__API_KEY": FULL_KEY,
+        "SOURCES__OCEAN_TRACKING__BASE_URL": fresh_sandbox.base_url,
+        "SOURCES__OCEAN_TRACKING__APP_URL": fresh_sandbox.app_url,
+        "SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS": "0.05",
+        "DLT_DATA_DIR": str(tmp_path / "dlt-home"),
+    }
+    cli_file = tmp_path / "cli" / "warehouse.duckdb"
+    command = [sys.executable, "-m", "pipelines", "sync", "--duckdb", str(cli_file), "--no-progress",
+               "--geoparquet", str(tmp_path / "cli" / "features.parquet")]  # fmt: skip
+    cli = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+
+    dagster_dir = tmp_path / "dagster"
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(
+            [ocean_tracking_assets, *model_assets],
+            resources=sandbox_resources(fresh_sandbox, dagster_dir),
+            instance=instance,
+        )
+    assert result.success
+
+    by_cli, by_dagster = _tables_and_rows(cli_file), _tables_and_rows(dagster_dir / "warehouse.duckdb")
+    assert by_cli == by_dagster
+    assert {f"{ANALYTICS_SCHEMA}.{model.name}" for model in project_models()} <= set(by_cli)
+    assert by_cli[f"{DATASET_NAME}.shipments"] > 0 and by_cli[f"{ANALYTICS_SCHEMA}.container_status"] > 0
