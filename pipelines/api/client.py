@@ -2,14 +2,17 @@
 
 Built on dlt's `dlt.sources.helpers.requests.Client` (thread-local sessions, pooled adapter, timeouts) and
 its retry pieces (`retry_if_predicate`, `wait_exponential_retry_after`, which parses `Retry-After` as seconds
-or an HTTP date). Two things are assembled by hand in `_make_session`, because dlt's stock retry cannot do
-them: (1) the limiter runs inside the retried `send`, so *every attempt*, retries included, draws from the
-shared budget (urllib3-level retries would bypass it; dlt's adapter has them off); (2) the retry decision
-depends on the method: dlt retries POST on 5xx/connection errors, which could create a tracking request
-twice, so here a POST is retried only on 429 (refused, nothing written), when the connection was never
-opened, or when the caller passes `retry_safe=True`. Jitter is added to the exponential backoff.
-dlt's `RESTClient` is not used: its `paginate` raises plain `HTTPError` from a response hook *inside* the
-retried send (so 429s would not be retried) and cannot be told apart from our error mapping.
+or an HTTP date). dlt's stock client already retries 429, 5xx and connection errors, honouring
+`Retry-After`, for every method. Two things are changed by hand in `_make_session`: (1) the limiter runs
+inside the retried `send`, so *every attempt*, retries included, draws from the shared budget (urllib3-level
+retries would bypass it; dlt's adapter has them off); (2) the retry decision depends on the method: dlt
+retries POST on 5xx/connection errors, which could create a tracking request twice, so here a POST is
+retried only on 429 (refused, nothing written), when the connection was never opened, or when the caller
+passes `retry_safe=True`. Jitter is added to the exponential backoff.
+dlt's `RESTClient` is not used: its `paginate` raises plain `HTTPError` from a response hook, which the
+error mapping here (typed JSON:API errors, the key masked) could not tell apart.
+
+Why the limiter is our own and not pyrate-limiter's: see `pipelines.api.ratelimit`.
 """
 
 from __future__ import annotations
