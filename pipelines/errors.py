@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.settings import API_KEY_HELP, BASE_URL_ENV
+from pipelines.settings import API_KEY_HELP, BASE_URL_ENV, DEFAULT_BASE_URL
 
 
 class PipelineError(Exception):
@@ -204,7 +204,7 @@ def error_from_response(
         what = describe_body(body, content_type)
         return MalformedResponseError(
             f"{what}: the route does not exist on this server",
-            hint="Check that the base URL ends in /v2 (e.g. https://api.terminal49.com/v2) "
+            hint=f"Check that the base URL ends in /v2 (e.g. {DEFAULT_BASE_URL}) "
             f"({BASE_URL_ENV}) and that the path is right.",
             **where,
         )
