@@ -1,13 +1,13 @@
 """An offline land outline for the route maps: Natural Earth 1:110m land, vendored as a small GeoJSON.
 
 Nothing is downloaded at run time (cartopy and geodatasets fetch their data from the internet, which the
-pipeline's machines cannot reach). `pipelines/geo/data/land_110m.geojson` was derived once, with
+pipeline's machines cannot reach). `pipelines/geo/reference_data/land_110m.geojson` was derived once, with
 `python -m pipelines.geo.land`, from the Natural Earth 1:110m "admin 0 countries" layer that pyogrio ships in its
 wheel as a test fixture (`pyogrio/tests/fixtures/naturalearth_lowres`, copied there from GeoPandas): the
 177 countries dissolved into land polygons, split into single polygons, coordinates rounded to 0.001 degree.
 
 Natural Earth is public domain ("Made with Natural Earth. Free vector and raster map data @
-naturalearthdata.com"); see `pipelines/geo/data/LAND_LICENSE.md`. Regenerating needs pyogrio's fixture only; the
+naturalearthdata.com"); see `pipelines/geo/reference_data/LAND_LICENSE.md`. Regenerating needs pyogrio's fixture only; the
 runtime reads the vendored file and needs no extra dependency.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import geopandas as gpd
 import shapely
 
-LAND_PATH = Path(__file__).resolve().parent / "data" / "land_110m.geojson"
+LAND_PATH = Path(__file__).resolve().parent / "reference_data" / "land_110m.geojson"
 ATTRIBUTION = "Land: Natural Earth 1:110m (public domain)"
 
 
