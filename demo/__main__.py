@@ -13,7 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import duckdb
 import requests
 from rich.console import Console
 from rich.table import Table
@@ -31,6 +30,7 @@ from pipelines.settings import (
     geoparquet_path,
     maps_dir,
 )
+from pipelines.warehouse.tables import table_row_counts
 from sandbox.launcher import SandboxProcess, start_sandbox
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -79,18 +79,11 @@ def materialize_everything() -> bool:
 
 def print_summary(warehouse: Path, sandbox: SandboxProcess, seconds: float) -> None:
     """Tables and rows, API requests the sandbox served, where the files are, how to open the UI."""
-    with duckdb.connect(str(warehouse), read_only=True) as con:
-        rows = con.execute(
-            "select table_schema, table_name from information_schema.tables "
-            "where table_schema in (?, ?) and table_name not like '\\_dlt%' escape '\\' "
-            "order by 1, 2",
-            [DATASET_NAME, ANALYTICS_SCHEMA],
-        ).fetchall()
-        table = Table(title=f"{warehouse}")
-        table.add_column("table")
-        table.add_column("rows", justify="right")
-        for schema, name in rows:
-            count = con.execute(f'select count(*) from {schema}."{name}"').fetchone()[0]
+    table = Table(title=f"{warehouse}")
+    table.add_column("table")
+    table.add_column("rows", justify="right")
+    for schema in (DATASET_NAME, ANALYTICS_SCHEMA):
+        for name, count in table_row_counts(warehouse, schema, views=True).items():
             table.add_row(f"{schema}.{name}", f"{count:,}")
     console.print(table)
     root = sandbox.base_url.removesuffix("/v2")

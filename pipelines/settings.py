@@ -75,8 +75,8 @@ def maps_dir() -> Path:
     return data_dir() / MAPS_DIR_NAME
 
 
-def pipelines_dir(default: Path | None = None) -> Path | None:
-    """dlt's working folders: $OCEAN_TRACKING_PIPELINES_DIR, else `default` (None: dlt's own default)."""
+def pipelines_dir(default: Path) -> Path:
+    """dlt's working folders: $OCEAN_TRACKING_PIPELINES_DIR, else `default`."""
     configured = os.environ.get(PIPELINES_DIR_ENV)
     return Path(configured) if configured else default
 

@@ -93,11 +93,17 @@ def test_modules_stay_readable_or_say_why_not():
 
 
 IMPORT_PROBE = r"""
-import json, socket, sys
+import json, os, sys
 events = []
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND
 def audit(event, args):
-    if event == "open" and isinstance(args[0], (str, bytes)) and args[1] and any(c in str(args[1]) for c in "wax+"):
-        events.append(f"open for writing: {args[0]}")
+    if event == "open" and isinstance(args[0], (str, bytes)):
+        path, mode, flags = args
+        writes = (mode and any(c in str(mode) for c in "wax+")) or (isinstance(flags, int) and flags & WRITE_FLAGS)
+        if writes and path != os.devnull:
+            events.append(f"open for writing: {path}")
+    elif event == "sqlite3.connect":
+        events.append(f"sqlite3.connect: {args[0]}")
     elif event == "socket.connect":
         events.append(f"connect: {args[1]}")
 sys.addaudithook(audit)
@@ -128,6 +134,7 @@ def test_loading_the_definitions_touches_nothing(empty_workdir: Path):
         "DAGSTER_HOME": str(empty_workdir),
         "OCEAN_TRACKING_DATA_DIR": str(empty_workdir / "data"),
         "HOME": str(empty_workdir),
+        "PYTHONDONTWRITEBYTECODE": "1",  # Python's own .pyc cache is not the definitions writing
     }
     result = subprocess.run(
         [sys.executable, "-c", IMPORT_PROBE],

@@ -48,28 +48,28 @@ def _identifier(value: Any, path: str) -> tuple[str, str | None]:
     return str(rid), None if rtype is None else str(rtype)
 
 
+def _member_object(resource: Mapping, member: str, path: str) -> Mapping:
+    """`resource[member]` when it is an object, {} when absent or null; anything else is malformed."""
+    value = resource.get(member)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _fail(f"{path}.{member}", f"expected an object, got {_type_name(value)}")
+    return value
+
+
 def flatten_resource(resource: Any, path: str = "data", polymorphic: Collection[str] = POLYMORPHIC) -> Row:
     """One resource object → one flat row (see module docstring); `path` names it in errors."""
     rid, _ = _identifier(resource, path)
     row: Row = {"id": rid}
-    attributes = resource.get("attributes")
-    if attributes is None:
-        attributes = {}
-    if not isinstance(attributes, Mapping):
-        raise _fail(f"{path}.attributes", f"expected an object, got {_type_name(attributes)}")
-    for name, value in attributes.items():
+    for name, value in _member_object(resource, "attributes", path).items():
         if name == "id":
             # Live ports/terminals repeat their id inside attributes; the resource id is authoritative
             # (the anonymised fixtures even show a different value there), so the copy is dropped.
             continue
         row[str(name)] = value
 
-    relationships = resource.get("relationships")
-    if relationships is None:
-        relationships = {}
-    if not isinstance(relationships, Mapping):
-        raise _fail(f"{path}.relationships", f"expected an object, got {_type_name(relationships)}")
-    for name, rel in relationships.items():
+    for name, rel in _member_object(resource, "relationships", path).items():
         rel_path = f"{path}.relationships.{name}"
         if not isinstance(rel, Mapping):
             raise _fail(rel_path, f"expected an object, got {_type_name(rel)}")

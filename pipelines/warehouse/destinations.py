@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import dlt
+from dlt.common.pipeline import get_dlt_pipelines_dir
 
+from pipelines import settings
 from pipelines.errors import ConfigurationError
 from pipelines.settings import DATASET_NAME, PIPELINE_NAME, duckdb_path, lake_url
 
@@ -81,13 +83,14 @@ def target_fingerprint(target: Target) -> str:
 def make_pipeline(target: Target, pipelines_dir: str | Path | None = None) -> dlt.Pipeline:
     """A dlt pipeline for the target. Arrow tables (map features) get `_dlt_load_id` like dict rows.
 
-    Each target gets its own working folder under `pipelines_dir` (dlt's default folder when None): the
+    Each target gets its own working folder under `pipelines_dir` (when None: $OCEAN_TRACKING_PIPELINES_DIR,
+    else dlt's default folder): the
     folder holds incremental cursors and pending load packages, and a cursor kept for one warehouse must
     never decide what another receives. The pipeline name stays the same everywhere, because dlt restores
     the state from the destination by that name."""
     os.environ.setdefault("NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_LOAD_ID", "true")
     os.environ.setdefault("RUNTIME__DLTHUB_TELEMETRY", "false")
-    base = Path(pipelines_dir) if pipelines_dir else Path(dlt.current.run_context().get_data_entity("pipelines"))
+    base = Path(pipelines_dir) if pipelines_dir else settings.pipelines_dir(default=Path(get_dlt_pipelines_dir()))
     return dlt.pipeline(
         pipeline_name=PIPELINE_NAME,
         destination=target.destination,

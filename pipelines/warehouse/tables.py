@@ -57,16 +57,18 @@ def create_geometry_view(duckdb_path: Path, dataset_name: str = DATASET_NAME) ->
             con.execute(MAP_FEATURES_GEO_VIEW.format(dataset=dataset_name))
 
 
-def table_row_counts(duckdb_path: Path, dataset_name: str = DATASET_NAME) -> dict[str, int]:
-    """Rows per loaded table (dlt's own bookkeeping tables left out), for summaries and run metadata."""
+def table_row_counts(duckdb_path: Path, dataset_name: str = DATASET_NAME, *, views: bool = False) -> dict[str, int]:
+    """Rows per table of a schema (dlt's own bookkeeping tables left out; views too when `views`), for
+    summaries and run metadata."""
+    kinds = ["BASE TABLE", "VIEW"] if views else ["BASE TABLE"]
     with duckdb.connect(str(duckdb_path), read_only=True) as con:
         tables = [
             row[0]
             for row in con.execute(
-                "select table_name from information_schema.tables "
-                "where table_schema = ? and table_type = 'BASE TABLE' and table_name not like '\\_dlt%' escape '\\' "
+                "select table_name from information_schema.tables where table_schema = ? "
+                "and list_contains(?, table_type) and table_name not like '\\_dlt%' escape '\\' "
                 "order by table_name",
-                [dataset_name],
+                [dataset_name, kinds],
             ).fetchall()
         ]
         return {

@@ -7,13 +7,13 @@ import subprocess
 import sys
 
 import dagster as dg
-import duckdb
 import pytest
 
 from assets.ingest import ocean_tracking_assets
 from assets.models import model_assets
 from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
 from pipelines.warehouse.models import project_models
+from pipelines.warehouse.tables import table_row_counts
 from tests.assets.conftest import sandbox_resources
 from tests.conftest import FULL_KEY
 
@@ -21,13 +21,11 @@ pytestmark = pytest.mark.slow
 
 
 def _tables_and_rows(path) -> dict[str, int]:
-    with duckdb.connect(str(path), read_only=True) as con:
-        names = con.execute(
-            "select table_schema || '.' || table_name from information_schema.tables"
-            " where table_schema in (?, ?) and table_name not like '\\_dlt%' escape '\\'",
-            [DATASET_NAME, ANALYTICS_SCHEMA],
-        ).fetchall()
-        return {name: con.execute(f"select count(*) from {name}").fetchone()[0] for (name,) in names}
+    return {
+        f"{schema}.{table}": rows
+        for schema in (DATASET_NAME, ANALYTICS_SCHEMA)
+        for table, rows in table_row_counts(path, schema, views=True).items()
+    }
 
 
 def test_cli_sync_and_dagster_leave_the_same_tables(fresh_sandbox, tmp_path):
