@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         cause = error.exception if isinstance(error, PipelineStepFailed) else error
         while not isinstance(cause, PipelineError) and cause.__cause__ is not None:
             cause = cause.__cause__
-        # escaped: rich markup would swallow `[sources.ocean_tracking]` in a message
-        errors.print(f"[red]error:[/red] {escape(str(cause))}")
+        # escaped: rich markup would swallow `[sources.ocean_tracking]` in a message; soft_wrap: a one-line
+        # message stays one line (rich would break it at the console width)
+        errors.print(f"[red]error:[/red] {escape(str(cause))}", soft_wrap=True)
         return 2

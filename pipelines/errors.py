@@ -228,3 +228,9 @@ def error_from_response(
     if document is None and body:
         return MalformedResponseError(describe_body(body, content_type), **where)
     return ApiError(title or f"Unexpected HTTP status {status}", **where)
+
+
+class InputError(PipelineError):
+    """An input file or table cannot be used as given (unreadable, not a CSV, wrong columns, malformed
+    lines, formula-like values); raised before any request is sent. The message is one line: where (file,
+    line, column), what is wrong, and what to do."""

@@ -41,6 +41,9 @@ DATA_DIR_ENV = "OCEAN_TRACKING_DATA_DIR"
 DUCKDB_ENV = "OCEAN_TRACKING_DUCKDB"
 PIPELINES_DIR_ENV = "OCEAN_TRACKING_PIPELINES_DIR"
 FRESHNESS_HOURS_ENV = "OCEAN_TRACKING_FRESHNESS_HOURS"
+WRITEBACK_JOURNAL_ENV = "OCEAN_TRACKING_WRITEBACK_JOURNAL"
+LOCK_TIMEOUT_ENV = "OCEAN_TRACKING_LOCK_TIMEOUT_SECONDS"
+DEFAULT_LOCK_TIMEOUT_SECONDS = 120.0
 DEFAULT_DATA_DIR = "data"
 # Not `ocean_tracking.duckdb`: a DuckDB file named like the dataset makes `ocean_tracking.<table>`
 # ambiguous (catalog or schema?) to the binder, and dlt fails its DDL.
@@ -73,6 +76,21 @@ def geoparquet_path() -> Path:
 def maps_dir() -> Path:
     """The rendered maps: `<data_dir>/maps` (`routes/<container>.png`, `overview.png`)."""
     return data_dir() / MAPS_DIR_NAME
+
+
+def writeback_journal_path(warehouse: Path | None = None) -> Path:
+    """The write-back journal (SQLite, WAL): $OCEAN_TRACKING_WRITEBACK_JOURNAL, else
+    `writeback_journal.sqlite` beside the warehouse file (`<data_dir>` when none is given). Its own file,
+    so a batch never holds the analysts' warehouse."""
+    configured = os.environ.get(WRITEBACK_JOURNAL_ENV)
+    if configured:
+        return Path(configured)
+    return (warehouse.parent if warehouse is not None else data_dir()) / "writeback_journal.sqlite"
+
+
+def lock_timeout_seconds() -> float:
+    """How long to wait for a lock another process holds (warehouse, journal) before giving up."""
+    return float(os.environ.get(LOCK_TIMEOUT_ENV) or DEFAULT_LOCK_TIMEOUT_SECONDS)
 
 
 def pipelines_dir(default: Path) -> Path:

@@ -4,6 +4,7 @@ Unknown routes answer the live service's HTML 404 page; unexpected errors a JSON
 from __future__ import annotations
 
 import logging
+from email.utils import format_datetime
 from typing import Any
 
 from starlette.applications import Starlette
@@ -81,4 +82,27 @@ def create_app(settings: Settings, world: Any = None, clock: Any = None) -> Star
                                                              Exception: _server_error})
     app.state.sandbox = state
     app.add_middleware(FaultMiddleware, injector=state.faults, on_fault=state.stats.fault)
+    app.add_middleware(SimulatedDateMiddleware, clock=clock)
     return app
+
+
+class SimulatedDateMiddleware:
+    """Every response's `Date` header is the simulated clock's, as the live service's `Date` and its
+    `created_at` timestamps come from one clock (clients stamp write intents with it)."""
+
+    def __init__(self, app: Any, clock: Any) -> None:
+        self.app, self.clock = app, clock
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_date(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"date"]
+                headers.append((b"date", format_datetime(self.clock.now(), usegmt=True).encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_date)

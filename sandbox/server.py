@@ -53,7 +53,8 @@ class SandboxServer:
         self._sock.bind((self.settings.host, self.settings.port))
         self.port = self._sock.getsockname()[1]
         config = uvicorn.Config(self.app, log_level="warning", access_log=self.settings.access_log,
-                                timeout_graceful_shutdown=1, lifespan="off")
+                                timeout_graceful_shutdown=1, lifespan="off",
+                                date_header=False)  # the app sets Date from the simulated clock
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
                                         name="sandbox-server", daemon=True)

@@ -22,6 +22,8 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
+from datetime import datetime
+from email.utils import parsedate_to_datetime
 from typing import IO, Any
 from urllib.parse import urljoin, urlparse, urlunparse
 
@@ -220,6 +222,7 @@ class OceanTrackingClient:
         )
         self._auth = TokenAuth(self.settings.api_key, self._origin)
         self._stats = _Stats()
+        self._server_date: datetime | None = None
         self._http = _RetryingClient(self._attempt, self.settings, self._stats, max_connections)
         self._rebase_warned = False
 
@@ -310,6 +313,15 @@ class OceanTrackingClient:
             )
         return response
 
+    def server_time(self) -> datetime | None:
+        """The latest `Date` the service sent (its own clock, to the second), or None before any response.
+
+        A write's intent is stamped with it: whatever the service creates afterwards has a `created_at` at
+        or after this instant, so reconciling a lost write can look only at what was created since, in the
+        service's clock, whatever the host's clock says."""
+        with self._stats.lock:
+            return self._server_date
+
     def stats(self) -> dict[str, Any]:
         """Counters since creation: requests sent per bucket (attempts, retries included), retries, 429s
         received, limiter wait seconds per bucket, seconds slept between retries."""
@@ -365,7 +377,19 @@ class OceanTrackingClient:
                 self._stats.responses_429 += 1
         level = logging.WARNING if response.status_code == 429 or response.status_code >= 500 else logging.DEBUG
         logger.log(level, "%s -> %d (attempt %d)", label, response.status_code, attempt)
+        if bucket:
+            self._note_server_date(response.headers.get("Date"))
         return response
+
+    def _note_server_date(self, header: str | None) -> None:
+        try:
+            seen = parsedate_to_datetime(header) if header else None
+        except (TypeError, ValueError):
+            return
+        if seen is not None and seen.tzinfo is not None:
+            with self._stats.lock:
+                if self._server_date is None or seen > self._server_date:
+                    self._server_date = seen
 
     def _call(
         self,

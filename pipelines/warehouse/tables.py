@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.settings import DATASET_NAME
+from pipelines.warehouse.locks import connect_waiting
 from pipelines.warehouse.spatial import load_spatial
 
 # A view, not a retyped column: dlt owns the raw table and loads WKB as BLOB, and DuckDB has no
@@ -38,7 +39,7 @@ def connect(
     on the search path (DuckDB refuses a missing one, and a read-only connection cannot create it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(path), read_only=read_only)
+    con = connect_waiting(path, read_only=read_only)
     try:
         load_spatial(con)
         existing = {row[0] for row in con.execute("select schema_name from information_schema.schemata").fetchall()}

@@ -1,7 +1,9 @@
 """Command-line subcommands for write-back: create-tracking-request, patch-ref-numbers, upload-documents.
 
 `register(commands)` adds them to `python -m pipelines`; each sets `handler`, which `main` calls.
-They write their outcomes, journal and audit log into the `writeback` schema of the warehouse file.
+Outcomes, intents and the audit log go to the write-back journal (its own SQLite file,
+`OCEAN_TRACKING_WRITEBACK_JOURNAL`, default `data/writeback_journal.sqlite`); the warehouse is only read
+(lookups) during a batch and receives a published copy in its `writeback` schema at the end.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ import argparse
 from contextlib import contextmanager
 from pathlib import Path
 
-import duckdb
 from rich.console import Console
 from rich.table import Table
 
@@ -18,10 +19,10 @@ from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.settings import API_KEY_ENV, duckdb_path
 from pipelines.writeback.documents import items_from_source, upload_documents
-from pipelines.writeback.inputs import read_rows
+from pipelines.writeback.inputs import REF_NUMBER_COLUMNS, TRACKING_REQUEST_COLUMNS, read_rows
 from pipelines.writeback.ref_numbers import patch_ref_numbers
-from pipelines.writeback.store import WritebackStore
-from pipelines.writeback.tracking_requests import create_tracking_requests
+from pipelines.writeback.store import writeback_session
+from pipelines.writeback.tracking_requests import NOT_DONE, create_tracking_requests
 
 console = Console()
 
@@ -31,7 +32,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     specs = (
         ("create-tracking-requests", "FILE", "CSV file or DuckDB table of tracking requests to create",
          run_create_tracking_requests),
-        ("patch-ref-numbers", "FILE", "CSV file or DuckDB table of ref_numbers to set", run_patch_ref_numbers),
+        ("patch-ref-numbers", "FILE", "CSV file or DuckDB table of ref_numbers to add (or set with --replace)",
+         run_patch_ref_numbers),
         ("upload-documents", "SOURCE", "folder of files, or a manifest CSV / DuckDB table", run_upload_documents),
     )
     for name, metavar, help_text, handler in specs:
@@ -43,19 +45,24 @@ def register(commands: argparse._SubParsersAction) -> None:
         sub.add_argument("--base-url", help="API base URL ending in /v2 (default: config)")
         sub.add_argument("--api-key", help=f"API key (prefer {API_KEY_ENV})")
         sub.add_argument("--rate-window", type=float, default=None, help="rate window seconds (sandbox: scaled)")
+        sub.add_argument("--allow-formulas", action="store_true",
+                         help="send values a spreadsheet would run as a formula (starting with = @ tab, or + - "
+                              "not followed by a digit) as they are; refused by default")
+        if name == "patch-ref-numbers":
+            sub.add_argument("--replace", action="store_true",
+                             help="set exactly the given list instead of adding to the current one")
+            sub.add_argument("--confirm-clear", action="store_true",
+                             help="with --replace, let an empty ref_numbers cell clear the list")
         sub.set_defaults(handler=handler)
 
 
 @contextmanager
 def _session(args: argparse.Namespace):
+    """The client, the read-only warehouse (lookups) and the journal for one batch (`writeback_session`)."""
     settings = load_settings(api_key=args.api_key, base_url=args.base_url, rate_window_seconds=args.rate_window)
-    args.duckdb.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(args.duckdb))
-    try:
-        with OceanTrackingClient(settings) as client:
-            yield client, con, WritebackStore(con)
-    finally:
-        con.close()
+    with writeback_session(args.duckdb, dry_run=args.dry_run) as (warehouse, store), \
+            OceanTrackingClient(settings) as client:
+        yield client, warehouse, store
 
 
 def _print(title: str, rows: list[tuple], columns: tuple[str, ...], counts: dict[str, int]) -> None:
@@ -71,29 +78,38 @@ def _print(title: str, rows: list[tuple], columns: tuple[str, ...], counts: dict
 def run_create_tracking_requests(args: argparse.Namespace) -> int:
     """`create-tracking-requests FILE [--dry-run]`: create each row once; 1 when any row did not succeed."""
     with _session(args) as (client, con, store):
-        report = create_tracking_requests(read_rows(args.source, con), client, store,
-                                          dry_run=args.dry_run)
+        rows = read_rows(args.source, con, columns=TRACKING_REQUEST_COLUMNS, allow_formulas=args.allow_formulas)
+        report = create_tracking_requests(rows, client, store, dry_run=args.dry_run)
     rows = [(r.row_index, r.request_number, r.status, r.tracking_request_id,
              "; ".join(f"{e.get('pointer') or ''} {e.get('detail')}".strip() for e in r.errors)) for r in report.results]
     _print("Tracking requests", rows, ("row", "number", "status", "id", "errors"), report.counts)
-    bad = {"invalid", "rejected", "unknown", "failed"}
-    return 1 if any(r.status in bad for r in report.results) else 0
+    return 1 if any(r.status in NOT_DONE for r in report.results) else 0
 
 
 def run_patch_ref_numbers(args: argparse.Namespace) -> int:
-    """`patch-ref-numbers FILE [--dry-run]`: set ref_numbers; 1 when any row failed or was invalid."""
+    """`patch-ref-numbers FILE [--replace [--confirm-clear]] [--dry-run] [--allow-formulas]`: add the
+    given ref_numbers to each target's list (or set it with --replace), showing before → after per row;
+    1 when any row failed or was invalid. The input is checked (columns, CSV, formulas) before any request."""
     with _session(args) as (client, con, store):
-        report = patch_ref_numbers(read_rows(args.source, con), client, store, con, dry_run=args.dry_run)
-    rows = [(r.row_index, r.kind, r.target_id, ";".join(r.ref_numbers), r.status, "; ".join(r.errors))
-            for r in report.results]
-    _print("ref_numbers", rows, ("row", "kind", "id", "ref_numbers", "status", "errors"), report.counts)
+        rows = read_rows(args.source, con, columns=REF_NUMBER_COLUMNS, allow_formulas=args.allow_formulas)
+        report = patch_ref_numbers(rows, client, store, con, dry_run=args.dry_run, replace=args.replace,
+                                   confirm_clear=args.confirm_clear)
+
+    def listed(refs: list[str] | None) -> str:
+        return "?" if refs is None else ";".join(refs) or "(none)"
+
+    table = [(r.row_index, r.kind, r.target_id, f"{listed(r.before)} → {listed(r.ref_numbers)}", r.status,
+              "; ".join(r.errors)) for r in report.results]
+    _print("ref_numbers (dry run: nothing sent)" if args.dry_run else "ref_numbers", table,
+           ("row", "kind", "id", "before → after", "status", "errors"), report.counts)
     return 1 if any(r.status in ("failed", "invalid") for r in report.results) else 0
 
 
 def run_upload_documents(args: argparse.Namespace) -> int:
     """`upload-documents FOLDER|MANIFEST [--dry-run]`: upload each file once; 1 when any file failed."""
     with _session(args) as (client, con, store):
-        report = upload_documents(items_from_source(args.source, con), client, store, dry_run=args.dry_run)
+        items = items_from_source(args.source, con, allow_formulas=args.allow_formulas)
+        report = upload_documents(items, client, store, dry_run=args.dry_run)
     rows = [(r.path, r.name, r.status, r.step, r.document_id, "; ".join(r.errors)) for r in report.results]
     _print("Documents", rows, ("file", "name", "status", "step", "document", "errors"), report.counts)
     return 1 if any(r.status == "failed" for r in report.results) else 0

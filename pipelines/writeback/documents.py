@@ -1,11 +1,25 @@
-"""Upload documents (Active Storage direct upload) exactly once per file, resumable step by step.
+"""Upload documents (Active Storage direct upload) exactly once per file, across crashes, resumable step by step.
 
-Steps per file, each journaled in `writeback.document_uploads` before the next one starts:
-`blob_requested` (signed_id + the pending storage URL/headers) → `bytes_stored` (URL dropped) →
-`document_created` (document id). A rerun resumes from the last completed step: it never PUTs bytes that
-are already stored and never POSTs a document that may exist without first listing GET /documents
-(`document_unknown`). An expired storage URL gets a fresh blob; a storage 400 (checksum/size mismatch),
-a missing or unreadable file is reported for that file and the batch goes on.
+Steps per file, each committed to the journal (`writeback.document_uploads`) before the next one starts:
+`new` (no blob yet; a refused blob request leaves the file here) → `blob_requested` (signed_id + the pending
+storage URL/headers) → `bytes_stored` (URL dropped) → `creating` (the intent, stamped with the service's
+clock, committed before POST /documents) → `created` (document id). A rerun resumes from the last step.
+
+Only the document creation needs an intent: it is the one write that is not idempotent. A blob request is
+cheap, and a blob that never becomes a document is harmless (nothing lists it; it is never a document), so
+a crash before the PUT just costs a fresh blob; storing the same bytes again is idempotent.
+
+A run killed (SIGKILL, Ctrl-C) after the intent, or a POST whose answer was lost, leaves the file at
+`creating`. Every batch settles those first, before sending anything new: one
+`GET /documents?filter[filename]=…&sort=-created_at` lists the documents with that file name, newest first,
+down to the intent's instant. One with the same name, byte size and shipment/container, created at or after
+the intent and not attributed to another file, is this file's (`created`); none means the POST never took
+effect and the file is sent again. Someone else's earlier upload of the same file is never claimed.
+
+Before any request for a file: it must be a regular file that resolves (symlinks followed) inside the folder
+given, or inside the manifest's folder; empty files and files over `max_bytes` are refused. Each file's
+failure (refused, blob refused, storage PUT refused, checksum mismatch, expired URL) is recorded for that file
+in the journal and the audit log, and the rest of the batch goes on; a rerun resumes the failed files.
 """
 
 from __future__ import annotations
@@ -13,9 +27,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import mimetypes
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,36 +40,44 @@ import duckdb
 import requests
 
 from pipelines.api.client import OceanTrackingClient
-from pipelines.errors import (
-    ApiError,
-    MalformedResponseError,
-    UpstreamError,
-    ValidationError,
-    WriteOutcomeUnknownError,
-)
+from pipelines.errors import ApiError, MalformedResponseError
 from pipelines.settings import PAGE_SIZE
-from pipelines.writeback.inputs import cell, read_rows
+from pipelines.writeback.inputs import MANIFEST_COLUMNS, cell, read_rows
 from pipelines.writeback.ref_numbers import resolve_target
 from pipelines.writeback.store import WritebackStore, error_summary
 
 CHUNK = 1 << 20
-BLOB_REQUESTED, BYTES_STORED, DOCUMENT_UNKNOWN, DOCUMENT_CREATED = (
-    "blob_requested", "bytes_stored", "document_unknown", "document_created")
-FAILED, SKIPPED, WOULD_UPLOAD, CREATED = "failed", "skipped", "would_upload", "created"
+#: The largest file sent. The service documents no upload limit (neither the API notes nor the OpenAPI spec
+#: name one, and the direct-upload endpoint is not in the spec), so this is our conservative default: it
+#: covers multi-page scanned shipping documents, and a larger file is refused locally, before its blob
+#: request, rather than by the service after its bytes were sent. Pass `max_bytes` to change it.
+DEFAULT_MAX_BYTES = 50 * 1024 * 1024
+# The service's Date has whole seconds: an intent is stamped a second early so nothing created after it is
+# missed. When the service's clock cannot be learnt, the host's is used with a wide margin for clock skew.
+INTENT_MARGIN = timedelta(seconds=1)
+HOST_CLOCK_MARGIN = timedelta(minutes=10)
 
-#: called as hook(step, item) after each completed step and at "start"; tests use it to inject faults
+NEW, BLOB_REQUESTED, BYTES_STORED, CREATING, CREATED = "new", "blob_requested", "bytes_stored", "creating", "created"
+FAILED, SKIPPED, WOULD_UPLOAD = "failed", "skipped", "would_upload"
+
+#: called as hook(step, item) at "start" and after each step is journaled (`creating`: just before the
+#: POST); tests use it to inject faults and interruptions
 StepHook = Callable[[str, "UploadItem"], None]
 
 
 @dataclass
 class UploadItem:
-    """One file to upload as a document, optionally attached to a shipment and/or container."""
+    """One file to upload as a document, optionally attached to a shipment and/or container.
+
+    `root`, when set, is the folder the file must resolve into (symlinks followed); `problem` is a reason,
+    found while reading the source, not to upload it."""
 
     path: Path
     name: str
     shipment_id: str | None = None
     container_id: str | None = None
     problem: str | None = None
+    root: Path | None = None
 
 
 @dataclass
@@ -90,19 +115,34 @@ def file_digest(path: Path) -> tuple[int, str]:
     return size, base64.b64encode(md5.digest()).decode()
 
 
-def items_from_source(source: str | Path, con: duckdb.DuckDBPyConnection | None = None) -> list[UploadItem]:
-    """A folder (every regular file, named after itself) or a manifest CSV/table with columns `file`,
-    `name`, and optionally `shipment_id`/`bill_of_lading_number`/`container_id`/`container_number`
-    (numbers resolved in the warehouse). Relative manifest paths are relative to the manifest."""
+def safe_text(text: str) -> str:
+    """`text` as valid Unicode: bytes of a file name that are not UTF-8 (which Python keeps as surrogate
+    escapes) become U+FFFD, so any name the filesystem allows can be sent as JSON and journaled."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def items_from_source(source: str | Path, con: duckdb.DuckDBPyConnection | None = None, *,
+                      root: str | Path | None = None, allow_formulas: bool = False) -> list[UploadItem]:
+    """A folder (every file in it, named after itself; subfolders are not entered) or a manifest CSV/table
+    with columns `file`, `name`, and optionally `shipment_id`/`bill_of_lading_number`/`container_id`/
+    `container_number` (numbers resolved in the warehouse); the manifest is read and checked by
+    `inputs.read_rows` (`InputError` for an unexpected column or a formula-like value).
+
+    Every file must resolve inside `root`: by default the folder itself, or the manifest's folder (the
+    working directory for a table), against which relative manifest paths are read. A symlink leading out
+    of it, a `../` path or an absolute path elsewhere is refused when the file's turn comes."""
     source_path = Path(source)
     if source_path.is_dir():
-        return [UploadItem(p, p.name) for p in sorted(source_path.iterdir()) if p.is_file()]
+        folder = Path(root) if root is not None else source_path
+        # is_dir follows symlinks: a subfolder, or a link to one, is not a file to upload
+        return [UploadItem(p, safe_text(p.name), root=folder) for p in sorted(source_path.iterdir()) if not p.is_dir()]
     base = source_path.parent if source_path.is_file() else Path.cwd()
+    folder = Path(root) if root is not None else base
     items = []
-    for row in read_rows(source, con):
+    for row in read_rows(source, con, columns=MANIFEST_COLUMNS, allow_formulas=allow_formulas):
         file = cell(row, "file", "path")
-        path = (base / file) if file and not Path(file).is_absolute() else Path(file)
-        item = UploadItem(path, cell(row, "name") or path.name)
+        path = base / file  # an absolute `file` stands for itself; it is confined to `folder` like any other
+        item = UploadItem(path, cell(row, "name") or safe_text(path.name), root=folder)
         if not file:
             item.problem = "no file given"
         elif any(cell(row, c) for c in ("shipment_id", "bill_of_lading_number", "bill_of_lading")):
@@ -125,7 +165,38 @@ def file_key(item: UploadItem, size: int, checksum: str) -> str:
     """Idempotency key of one upload: the file's path and content plus the document it becomes."""
     raw = "|".join([str(item.path.resolve()), str(size), checksum, item.name, item.shipment_id or "",
                     item.container_id or ""])
-    return hashlib.sha256(raw.encode()).hexdigest()[:32]
+    return hashlib.sha256(raw.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def check_file(item: UploadItem, max_bytes: int = DEFAULT_MAX_BYTES) -> Path | str:
+    """The real path of a file that may be uploaded, or why it may not (refused before any request):
+    it must resolve inside `item.root`, be a regular file, not be empty and not exceed `max_bytes`."""
+    try:
+        real = item.path.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        return f"cannot resolve the path: {type(exc).__name__}: {exc}"
+    if item.root is not None:
+        root = item.root.resolve()
+        if not real.is_relative_to(root):
+            return (f"refused: the file resolves to {safe_text(str(real))}, outside {safe_text(str(root))} "
+                    "(a symlink or a path leading out of the folder)")
+    try:
+        info = real.stat()
+    except OSError as exc:  # missing, no permission
+        return f"cannot read the file: {type(exc).__name__}: {exc.strerror or exc}"
+    if stat.S_ISDIR(info.st_mode):
+        return "refused: a folder, not a file"
+    if not stat.S_ISREG(info.st_mode):
+        return "refused: not a regular file (a device, pipe or socket)"
+    return _size_problem(info.st_size, max_bytes) or real
+
+
+def _size_problem(size: int, max_bytes: int) -> str | None:
+    if size == 0:
+        return "refused: the file is empty (0 bytes); a document needs content"
+    if size > max_bytes:
+        return f"refused: {size} bytes is over the upload limit of {max_bytes} bytes (max_bytes)"
+    return None
 
 
 def upload_documents(
@@ -135,29 +206,67 @@ def upload_documents(
     *,
     dry_run: bool = False,
     hook: StepHook | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> UploadReport:
-    """Upload each file once (resuming journaled steps); a failing file is reported and the rest go on."""
-    return UploadReport([_upload_one(item, client, store, dry_run, hook) for item in items])
+    """Upload each file once: settle what earlier runs left at `creating`, then resume or start each file;
+    a failing file is reported and recorded, and the rest go on. A dry run sends and records nothing."""
+    found_now: set[str] = set()
+    if not dry_run:
+        found_now = {key for key, document_id in settle_pending(client, store).items() if document_id}
+    return UploadReport([_upload_one(item, client, store, dry_run, hook, max_bytes, found_now) for item in items])
+
+
+def settle_pending(client: OceanTrackingClient, store: WritebackStore) -> dict[str, str | None]:
+    """Settle every upload (of any batch) a crash or a lost answer left at `creating`: `created` with the
+    document found on the service, else back to `bytes_stored` (the POST never took effect: safe to send).
+    Returns the document id (None: absent) per file key; an entry whose lookup failed stays `creating`."""
+    settled = {}
+    for entry in store.uploads_at(CREATING):
+        try:
+            settled[entry["file_key"]] = _settle(entry, client, store)
+        except (ApiError, requests.RequestException):
+            continue  # audited by _settle; the file is looked up again when its turn comes, never re-sent blind
+    return settled
+
+
+def _settle(entry: dict[str, Any], client: OceanTrackingClient, store: WritebackStore) -> str | None:
+    target = f"file:{entry['path']}"
+    try:
+        found = find_document(entry, client, store.claimed_document_ids())
+    except ApiError as exc:
+        store.audit("reconcile_document", target, FAILED, http_status=exc.status, error=error_summary(exc))
+        raise
+    store.audit("reconcile_document", f"document:{found}" if found else target, "found" if found else "absent",
+                http_status=200)
+    if found:
+        _save(store, entry, step=CREATED, document_id=found)
+    else:
+        _save(store, entry, step=BYTES_STORED)
+    return found
 
 
 def _upload_one(item: UploadItem, client: OceanTrackingClient, store: WritebackStore, dry_run: bool,
-                hook: StepHook | None) -> UploadResult:
-    result = UploadResult(str(item.path), item.name, FAILED)
-    if item.problem:
-        result.errors.append(item.problem)
+                hook: StepHook | None, max_bytes: int, found_now: set[str]) -> UploadResult:
+    result = UploadResult(safe_text(str(item.path)), item.name, FAILED)
+    checked = item.problem or check_file(item, max_bytes)
+    if isinstance(checked, str):
+        result.errors.append(checked)
         return _report(store, result, dry_run)
     try:
-        size, checksum = file_digest(item.path)
-    except OSError as exc:  # missing, a folder, no permission
+        size, checksum = file_digest(checked)
+    except OSError as exc:
         result.errors.append(f"cannot read the file: {type(exc).__name__}: {exc.strerror or exc}")
+        return _report(store, result, dry_run)
+    if problem := _size_problem(size, max_bytes):  # it changed since it was checked
+        result.errors.append(problem)
         return _report(store, result, dry_run)
     key = file_key(item, size, checksum)
     entry = store.upload(key) or {
-        "file_key": key, "path": str(item.path), "name": item.name, "byte_size": size, "checksum": checksum,
-        "shipment_id": item.shipment_id, "container_id": item.container_id, "step": None}
+        "file_key": key, "path": safe_text(str(item.path)), "name": item.name, "byte_size": size,
+        "checksum": checksum, "shipment_id": item.shipment_id, "container_id": item.container_id, "step": NEW}
     result.step = entry["step"]
-    if entry["step"] == DOCUMENT_CREATED:
-        result.status, result.document_id = SKIPPED, entry["document_id"]
+    if entry["step"] == CREATED:
+        result.status, result.document_id = (CREATED if key in found_now else SKIPPED), entry["document_id"]
         return result
     if dry_run:
         result.status = WOULD_UPLOAD
@@ -165,7 +274,7 @@ def _upload_one(item: UploadItem, client: OceanTrackingClient, store: WritebackS
     if hook:
         hook("start", item)
     try:
-        _advance(entry, item, client, store, hook)
+        _advance(entry, item, checked, client, store, hook)
         result.status, result.document_id = CREATED, entry["document_id"]
     except ApiError as exc:
         result.http_status, result.errors = exc.status, [error_summary(exc)]
@@ -184,28 +293,23 @@ def _report(store: WritebackStore, result: UploadResult, dry_run: bool) -> Uploa
     return result
 
 
-def _advance(entry: dict[str, Any], item: UploadItem, client: OceanTrackingClient, store: WritebackStore,
-             hook: StepHook | None) -> None:
+def _advance(entry: dict[str, Any], item: UploadItem, real: Path, client: OceanTrackingClient,
+             store: WritebackStore, hook: StepHook | None) -> None:
     """Run the remaining steps of one journal entry, saving it after each."""
-    if entry["step"] in (None, BLOB_REQUESTED):
-        if entry["step"] is None:
+    if entry["step"] == CREATING:  # its lookup at batch start failed: never POST again before knowing
+        _settle(entry, client, store)
+    if entry["step"] in (NEW, BLOB_REQUESTED):
+        if entry["step"] == NEW or not entry.get("upload_url"):
             _request_blob(entry, client, store)
             if hook:
                 hook(BLOB_REQUESTED, item)
-        _store_bytes(entry, item, client, store)
+        _store_bytes(entry, real, client, store)
         if hook:
             hook(BYTES_STORED, item)
-    if entry["step"] == DOCUMENT_UNKNOWN:
-        found = _find_document(entry, client, store)
-        store.audit("reconcile_document", f"blob:{entry['blob_id']}", "found" if found else "absent", http_status=200)
-        if found:
-            _save(store, entry, step=DOCUMENT_CREATED, document_id=found)
-            return
-        _save(store, entry, step=BYTES_STORED)
     if entry["step"] == BYTES_STORED:
-        _create_document(entry, client, store)
+        _create_document(entry, item, client, store, hook)
         if hook:
-            hook(DOCUMENT_CREATED, item)
+            hook(CREATED, item)
 
 
 def _save(store: WritebackStore, entry: dict[str, Any], **changes: Any) -> None:
@@ -213,16 +317,20 @@ def _save(store: WritebackStore, entry: dict[str, Any], **changes: Any) -> None:
     store.save_upload(entry)
 
 
+def _file_name(entry: Mapping[str, Any]) -> str:
+    """The blob's filename, which becomes the document's `file_name` (what reconciliation filters on)."""
+    return Path(entry["path"]).name
+
+
 def _request_blob(entry: dict[str, Any], client: OceanTrackingClient, store: WritebackStore) -> None:
     """POST the blob (retry-safe: a duplicate blob is an orphan that never becomes a document)."""
     content_type = mimetypes.guess_type(entry["name"])[0] or mimetypes.guess_type(entry["path"])[0]
-    body = {"blob": {"filename": Path(entry["path"]).name, "content_type": content_type or "application/octet-stream",
+    body = {"blob": {"filename": _file_name(entry), "content_type": content_type or "application/octet-stream",
                      "byte_size": entry["byte_size"], "checksum": entry["checksum"]}}
-    target = f"blob:{Path(entry['path']).name}"
     try:
         blob = client.post("/rails/active_storage/direct_uploads", body, retry_safe=True) or {}
     except ApiError as exc:
-        store.audit("request_blob", target, FAILED, http_status=exc.status, error=error_summary(exc))
+        store.audit("request_blob", f"file:{entry['path']}", FAILED, http_status=exc.status, error=error_summary(exc))
         raise
     upload = blob.get("direct_upload") or {}
     if not blob.get("signed_id") or not upload.get("url"):
@@ -233,17 +341,26 @@ def _request_blob(entry: dict[str, Any], client: OceanTrackingClient, store: Wri
           upload_url=upload["url"], upload_headers=dict(upload.get("headers") or {}))
 
 
-def _store_bytes(entry: dict[str, Any], item: UploadItem, client: OceanTrackingClient, store: WritebackStore) -> None:
+def _header_value(value: Any) -> str | bytes:
+    # the storage signs the headers it handed out; one that is not Latin-1 (e.g. a non-ASCII file name in
+    # Content-Disposition) is sent as its UTF-8 bytes rather than failing to encode
+    text = str(value)
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return text.encode("utf-8")
+    return text
+
+
+def _store_bytes(entry: dict[str, Any], real: Path, client: OceanTrackingClient, store: WritebackStore) -> None:
     """PUT the file, streamed from disk, to the storage URL; an expired URL gets one fresh blob."""
     for attempt in (1, 2):
-        headers = {**(entry["upload_headers"] or {}), "Content-Length": str(entry["byte_size"])}
+        headers = {k: _header_value(v) for k, v in (entry["upload_headers"] or {}).items()}
+        headers["Content-Length"] = str(entry["byte_size"])
         target = f"storage:{entry['blob_id']}"
         try:
-            with item.path.open("rb") as handle:
-                # an empty file object would make requests send `Transfer-Encoding: chunked` next to
-                # Content-Length: 0 (an invalid request); zero bytes go as an empty body instead
-                body = handle if entry["byte_size"] else b""
-                response = client.put_raw(entry["upload_url"], body, headers)
+            with real.open("rb") as handle:
+                response = client.put_raw(entry["upload_url"], handle, headers)
         except ApiError as exc:
             store.audit("put_bytes", target, FAILED, http_status=exc.status, error=error_summary(exc))
             if exc.status == 403 and "expired" in str(exc).lower() and attempt == 1:
@@ -255,8 +372,24 @@ def _store_bytes(entry: dict[str, Any], item: UploadItem, client: OceanTrackingC
         return
 
 
-def _create_document(entry: dict[str, Any], client: OceanTrackingClient, store: WritebackStore) -> None:
-    """POST /documents with the signed_id only (plus shipment/container relationships when given)."""
+def _intent_stamp(client: OceanTrackingClient) -> str:
+    """When an intent is recorded, in the service's clock (its latest `Date`, less a second). A process that
+    has not heard from the service yet asks it once; only without any `Date` is the host's clock used."""
+    seen = client.server_time()
+    if seen is None:
+        with suppress(ApiError, requests.RequestException):
+            client.get("/documents", {"page[size]": 1})
+        seen = client.server_time()
+    if seen is not None:
+        return (seen - INTENT_MARGIN).isoformat()
+    return (datetime.now(UTC) - HOST_CLOCK_MARGIN).isoformat()
+
+
+def _create_document(entry: dict[str, Any], item: UploadItem, client: OceanTrackingClient, store: WritebackStore,
+                     hook: StepHook | None) -> None:
+    """Record the intent, POST /documents with the signed_id (plus shipment/container relationships when
+    given), record the outcome. A refusal (4xx) created nothing; any other failure leaves the intent for
+    the next batch to settle."""
     data: dict[str, Any] = {"type": "document",
                             "attributes": {"name": entry["name"], "attached_document": entry["signed_id"]}}
     relationships = {kind: {"data": {"id": entry[f"{kind}_id"], "type": kind}}
@@ -264,35 +397,68 @@ def _create_document(entry: dict[str, Any], client: OceanTrackingClient, store: 
     if relationships:
         data["relationships"] = relationships
     target = f"blob:{entry['blob_id']}"
+    _save(store, entry, step=CREATING, intent_at=_intent_stamp(client))
+    if hook:
+        hook(CREATING, item)
     try:
         document = client.post("/documents", {"data": data}) or {}
-    except (WriteOutcomeUnknownError, UpstreamError, MalformedResponseError) as exc:
-        store.audit("create_document", target, "unknown", http_status=exc.status, error=error_summary(exc))
-        _save(store, entry, step=DOCUMENT_UNKNOWN)
-        raise
-    except ValidationError as exc:
-        store.audit("create_document", target, FAILED, http_status=exc.status, error=error_summary(exc))
-        if any(e.code == "invalid" and "no uploaded bytes" in (e.detail or "") for e in exc.errors):
-            _save(store, entry, step=None)  # the storage never got the bytes: start over with a new blob
+    except ApiError as exc:
+        if exc.status is not None and 400 <= exc.status < 500:
+            store.audit("create_document", target, FAILED, http_status=exc.status, error=error_summary(exc))
+            if any(e.code == "invalid" and "no uploaded bytes" in (e.detail or "") for e in exc.errors):
+                _save(store, entry, step=NEW)  # the storage never got the bytes: start over with a new blob
+            else:
+                _save(store, entry, step=BYTES_STORED)
+        else:  # connection lost after sending, 5xx, an unreadable answer: it may exist; settled later
+            store.audit("create_document", target, "unknown", http_status=exc.status, error=error_summary(exc))
         raise
     document_id = (document.get("data") or {}).get("id")
+    if not document_id:
+        store.audit("create_document", target, "unknown", http_status=201, error="no document id in the answer")
+        raise MalformedResponseError("the created document has no id", method="POST", path="/documents")
     store.audit("create_document", f"document:{document_id}", CREATED, http_status=201)
-    _save(store, entry, step=DOCUMENT_CREATED, document_id=document_id)
+    _save(store, entry, step=CREATED, document_id=document_id)
 
 
-def _find_document(entry: dict[str, Any], client: OceanTrackingClient, store: WritebackStore) -> str | None:
-    """A document on the service that this entry's POST created (same name, file name, size and
-    attachments, not yet claimed by another journal entry), or None."""
-    claimed = store.claimed_document_ids()
-    for page in client.paginate("/documents", {"page[size]": PAGE_SIZE}):
+def _instant(text: Any) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(str(text)) if text else None
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment
+
+
+def _same_upload(doc: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
+    """Same document name, file name, byte size, shipment and container as the journal entry."""
+    attrs, rels = doc.get("attributes") or {}, doc.get("relationships") or {}
+    if ((attrs.get("name") or "").strip() != entry["name"].strip() or attrs.get("file_name") != _file_name(entry)
+            or attrs.get("file_size_bytes") != entry["byte_size"]):
+        return False
+    for kind in ("shipment", "container"):
+        if f"{kind}s" not in rels:
+            continue  # not rendered: cannot tell, the other attributes decide
+        linked = {d.get("id") for d in ((rels.get(f"{kind}s") or {}).get("data") or [])}
+        if linked != ({entry[f"{kind}_id"]} if entry.get(f"{kind}_id") else set()):
+            return False
+    return True
+
+
+def find_document(entry: Mapping[str, Any], client: OceanTrackingClient, claimed: set[str]) -> str | None:
+    """The document an earlier POST of this entry created, or None when it created none.
+
+    Lists the documents with the entry's file name, newest first (`filter[filename]`, `sort=-created_at`:
+    usually one request), and stops at the first one created before the intent. A match has the same name,
+    file name, size and links, and is not in `claimed` (attributed to another file)."""
+    since = _instant(entry.get("intent_at"))
+    params = {"filter[filename]": _file_name(entry), "sort": "-created_at", "page[size]": PAGE_SIZE}
+    for page in client.paginate("/documents", params):
         for doc in page.get("data") or []:
-            attrs, rels = doc.get("attributes") or {}, doc.get("relationships") or {}
-            linked = {kind: [d.get("id") for d in ((rels.get(f"{kind}s") or {}).get("data") or [])]
-                      for kind in ("shipment", "container")}
-            if (doc.get("id") not in claimed and attrs.get("name") == entry["name"]
-                    and attrs.get("file_name") == Path(entry["path"]).name
-                    and attrs.get("file_size_bytes") == entry["byte_size"]
-                    and all((entry.get(f"{k}_id") in ids) if entry.get(f"{k}_id") else not ids
-                            for k, ids in linked.items())):
+            created = _instant((doc.get("attributes") or {}).get("created_at"))
+            if since is not None:
+                if created is None:
+                    continue  # cannot be shown to postdate the intent: never claimed
+                if created < since:
+                    return None  # newest first: everything from here on is older than the intent
+            if doc.get("id") not in claimed and _same_upload(doc, entry):
                 return doc["id"]
     return None

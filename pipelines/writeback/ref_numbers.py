@@ -1,24 +1,34 @@
-"""Set ref_numbers on shipments and containers, addressed by id or by number.
+"""Add (or, asked to, set) ref_numbers on shipments and containers, addressed by id or by number.
 
 Rows name their target by `shipment_id` / `container_id`, or by `container_number` /
-`bill_of_lading_number` (resolved through the loaded warehouse tables `ocean_tracking.containers.number`
-and `ocean_tracking.shipments.bill_of_lading_number`). PATCH replaces the whole list, so it is idempotent;
-a row is skipped when the warehouse or, failing that, a GET already shows exactly the wanted list.
+`bill_of_lading_number` (resolved to an id through the loaded warehouse tables
+`ocean_tracking.containers.number` and `ocean_tracking.shipments.bill_of_lading_number`; the warehouse is
+used for nothing else). The columns are checked first (`REF_NUMBER_COLUMNS`): a missing or misnamed
+`ref_numbers` column is an `InputError` before any request, never an empty list.
+
+Nothing is erased that was not asked for: by default a row's numbers are ADDED to the target's current
+list (order kept, a number already there is not added again); `replace=True` (`--replace`) sets exactly
+the row's list; an empty list clears the list only with `replace=True` and `confirm_clear=True`
+(`--confirm-clear`), otherwise the row is invalid. The current list comes from a GET of the target right
+before its PATCH, never from the warehouse copy (which may be stale), so rows for the same target build on
+each other. A row whose result equals the current list sends no PATCH (`unchanged`), so a rerun writes
+nothing. A dry run sends the GETs, no PATCH, and reports each row's before → after. The API has no
+conditional PATCH: a change someone makes between our GET and our PATCH of the same target is overwritten.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 
 from pipelines.api.client import OceanTrackingClient
-from pipelines.errors import ApiError
-from pipelines.writeback.inputs import cell, is_uuid, split_list
-from pipelines.writeback.lookups import resolve_in_warehouse, warehouse_refs
+from pipelines.errors import ApiError, MalformedResponseError
+from pipelines.writeback.inputs import REF_NUMBER_COLUMNS, cell, check_columns, is_uuid, split_list
+from pipelines.writeback.lookups import resolve_in_warehouse
 from pipelines.writeback.store import WritebackStore, error_summary
 
 PATCHED, UNCHANGED, WOULD_PATCH, INVALID, FAILED = "patched", "unchanged", "would_patch", "invalid", "failed"
@@ -26,7 +36,8 @@ PATCHED, UNCHANGED, WOULD_PATCH, INVALID, FAILED = "patched", "unchanged", "woul
 
 @dataclass
 class PatchResult:
-    """What happened to one row."""
+    """What happened to one row: `before` is the target's list as the GET returned it (None when not
+    read), `ref_numbers` the list set or to be set (for an invalid row, the list the row gave)."""
 
     row_index: int
     kind: str | None
@@ -35,6 +46,7 @@ class PatchResult:
     status: str
     http_status: int | None = None
     errors: list[str] = field(default_factory=list)
+    before: list[str] | None = None
 
 
 @dataclass
@@ -68,10 +80,16 @@ def resolve_target(row: Mapping[str, Any], con: duckdb.DuckDBPyConnection | None
     return "no target: give shipment_id, container_id, container_number or bill_of_lading_number"
 
 
-def _current_refs(client: OceanTrackingClient, kind: str, id_: str) -> list[str] | None:
-    document = client.get(f"/{kind}s/{id_}")
-    refs = ((document.get("data") or {}).get("attributes") or {}).get("ref_numbers")
-    return [str(r) for r in refs] if isinstance(refs, list) else None
+def merge_refs(current: Sequence[str], given: Sequence[str], *, replace: bool = False) -> list[str]:
+    """The list to set: `given` as it is with `replace`, else `current` followed by each given number
+    that is not in it yet (order kept), so adding never drops or repeats a number."""
+    if replace:
+        return list(given)
+    merged = list(current)
+    for ref in given:
+        if ref not in merged:
+            merged.append(ref)
+    return merged
 
 
 def patch_ref_numbers(
@@ -81,39 +99,58 @@ def patch_ref_numbers(
     con: duckdb.DuckDBPyConnection | None,
     *,
     dry_run: bool = False,
+    replace: bool = False,
+    confirm_clear: bool = False,
 ) -> PatchReport:
-    """PATCH each row's ref_numbers unless the target already has exactly that list; `con` is the
-    warehouse connection used to resolve numbers and to skip without a request."""
-    results = []
-    for index, row in enumerate(rows):
-        refs = split_list(row.get("ref_numbers"))
-        target = resolve_target(row, con)
-        if isinstance(target, str):
-            results.append(PatchResult(index, None, None, refs, INVALID, errors=[target]))
-            continue
-        kind, id_ = target
-        results.append(_patch_one(index, kind, id_, refs, client, store, con, dry_run))
-    return PatchReport(results)
+    """Add each row's ref_numbers to its target's current list (with `replace`, set exactly the row's
+    list), sending a PATCH only when the list changes; `con` is the warehouse, used only to resolve numbers
+    to ids. Every row is checked locally before the first request; wrong columns raise `InputError`."""
+    rows = check_columns(rows, REF_NUMBER_COLUMNS)
+    planned = [_plan(index, row, con, replace, confirm_clear) for index, row in enumerate(rows)]
+    return PatchReport([result if result.status == INVALID else _patch_one(result, client, store, replace, dry_run)
+                        for result in planned])
 
 
-def _patch_one(index: int, kind: str, id_: str, refs: list[str], client: OceanTrackingClient,
-               store: WritebackStore | None, con: duckdb.DuckDBPyConnection | None, dry_run: bool) -> PatchResult:
-    result = PatchResult(index, kind, id_, refs, FAILED)
+def _plan(index: int, row: Mapping[str, Any], con: duckdb.DuckDBPyConnection | None, replace: bool,
+          confirm_clear: bool) -> PatchResult:
+    """The row's target and list, or the row as invalid; no request."""
+    refs = split_list(row.get("ref_numbers"))
+    target = resolve_target(row, con)
+    if isinstance(target, str):
+        return PatchResult(index, None, None, refs, INVALID, errors=[target])
+    result = PatchResult(index, *target, refs, WOULD_PATCH)
+    if not refs and not (replace and confirm_clear):
+        result.status = INVALID
+        result.errors = ["ref_numbers is empty: with --replace that would clear the list; add --confirm-clear "
+                         "to clear it" if replace else
+                         "ref_numbers is empty: nothing to add; to clear the list give --replace --confirm-clear"]
+    return result
+
+
+def _current_refs(client: OceanTrackingClient, kind: str, id_: str) -> list[str]:
+    path = f"/{kind}s/{id_}"
+    refs = ((client.get(path).get("data") or {}).get("attributes") or {}).get("ref_numbers")
+    if refs is None:
+        return []
+    if not isinstance(refs, list):
+        raise MalformedResponseError(f"ref_numbers is a {type(refs).__name__}, not a list", method="GET", path=path)
+    return [str(r) for r in refs]
+
+
+def _patch_one(result: PatchResult, client: OceanTrackingClient, store: WritebackStore | None, replace: bool,
+               dry_run: bool) -> PatchResult:
+    kind, id_ = result.kind, result.target_id
     try:
-        current = warehouse_refs(con, kind, id_)
-        if current != refs:  # the warehouse may be stale (e.g. patched since the last sync): ask the service
-            current = _current_refs(client, kind, id_)
-        if current == refs:
+        result.before = _current_refs(client, kind, id_)
+        result.ref_numbers = merge_refs(result.before, result.ref_numbers, replace=replace)
+        if result.ref_numbers == result.before:
             result.status = UNCHANGED
-            return result
-        if dry_run:
-            result.status = WOULD_PATCH
-            return result
-        client.patch(f"/{kind}s/{id_}", {"data": {"type": kind, "attributes": {"ref_numbers": refs}}})
-        result.status, result.http_status = PATCHED, 200
+        elif not dry_run:
+            client.patch(f"/{kind}s/{id_}", {"data": {"type": kind, "attributes": {"ref_numbers": result.ref_numbers}}})
+            result.status, result.http_status = PATCHED, 200
     except ApiError as exc:
-        result.http_status, result.errors = exc.status, [error_summary(exc)]
-    if store is not None and result.status in (PATCHED, FAILED):
+        result.status, result.http_status, result.errors = FAILED, exc.status, [error_summary(exc)]
+    if store is not None and not dry_run and result.status in (PATCHED, FAILED):
         store.audit(f"patch_{kind}_ref_numbers", f"{kind}:{id_}", result.status, http_status=result.http_status,
                     error="; ".join(result.errors) or None)
     return result

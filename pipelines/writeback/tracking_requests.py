@@ -1,18 +1,27 @@
-"""Create tracking requests in bulk, exactly once per normalized row.
+"""Create tracking requests in bulk, exactly once per normalized row, across crashes.
 
 Per row: local validation (free) → skip when the row's idempotency key already has an `accepted`
-outcome → for an `unknown` outcome (the connection failed after the POST was sent, or a 5xx) first look
-for the request on the service (GET /tracking_requests?filter[request_number]=…) → POST. Every outcome
-is stored in `writeback.tracking_request_outcomes` and every write in `writeback.audit_log`. The create
-bucket is respected by the client's limiter (each attempt draws from `create_tracking_request`).
+outcome → record the intent (`pending`, stamped with the service's clock) and commit it → POST → record
+the outcome. A run killed between the intent and the outcome leaves the row `pending`; a POST whose answer
+was lost (dropped connection, 5xx) leaves it `unknown`. Before sending anything new, every batch settles
+those: it lists the tracking requests with the row's number and SCAC created since the intent
+(`filter[request_number]`, `filter[scac]`, `filter[created_at][start]`, which the service offers) and
+claims the one found; when there is none the POST never took effect and the row is sent again. The same
+settling runs once more at the end of a batch, so a lost answer does not stay `unknown`.
+
+Every outcome is stored in the journal (`writeback.tracking_request_outcomes`) and every write and
+reconciliation in `writeback.audit_log`. The create bucket is respected by the client's limiter (each
+attempt draws from `create_tracking_request`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from pipelines.api.client import OceanTrackingClient
@@ -31,7 +40,13 @@ from pipelines.writeback.store import WritebackStore, error_summary
 logger = logging.getLogger(__name__)
 
 ACCEPTED, REJECTED, INVALID, UNKNOWN, FAILED = "accepted", "rejected", "invalid", "unknown", "failed"
+PENDING, ABSENT = "pending", "absent"  # intent recorded, outcome not known / settled: never created
+UNSETTLED = (PENDING, UNKNOWN)
+# The service's Date has whole seconds: an intent is stamped a second early so nothing created after it
+# is missed; anything earlier is someone else's write and is never claimed.
+INTENT_MARGIN = timedelta(seconds=1)
 SKIPPED, WOULD_SEND = "skipped", "would_send"
+NOT_DONE = {INVALID, REJECTED, UNKNOWN, FAILED}  # a batch with one of these rows did not fully succeed
 
 
 @dataclass
@@ -69,29 +84,55 @@ def _api_errors(exc: ApiError) -> list[dict[str, Any]]:
     return out or [{"pointer": None, "column": None, "detail": error_summary(exc), "code": None}]
 
 
-def _matches(found: Mapping[str, Any], row: TrackingRow, customer_id: str | None) -> bool:
-    attrs = found.get("attributes") or {}
-    if (attrs.get("request_type") or row.request_type) != row.request_type:
-        return False
-    if row.scac and (attrs.get("scac") or row.scac).upper() != row.scac:
-        return False
-    refs = attrs.get("ref_numbers") or []
-    if row.ref_numbers and refs and sorted(refs) != sorted(row.ref_numbers):
-        return False
-    customer = (((found.get("relationships") or {}).get("customer") or {}).get("data") or {}).get("id")
-    return not (customer_id and customer and customer != customer_id)
+def intent_stamp(client: OceanTrackingClient) -> str | None:
+    """When an intent is recorded, in the service's clock (its latest `Date`, less a second); None before
+    the service has answered anything (reconciling then cannot bound by creation time)."""
+    seen = client.server_time()
+    return (seen - INTENT_MARGIN).isoformat() if seen is not None else None
 
 
-def reconcile(client: OceanTrackingClient, row: TrackingRow, customer_id: str | None,
-              claimed: set[str]) -> str | None:
-    """The id of a tracking request on the service that this row already created (not yet attributed to
-    another row), found by listing its request_number; None when there is none."""
-    params = {"filter[request_number]": row.request_number, "page[size]": PAGE_SIZE}
+def reconcile(client: OceanTrackingClient, record: Mapping[str, Any], claimed: set[str]) -> str | None:
+    """The id of the tracking request an earlier intent of this row created, or None when it created none.
+
+    Looks only at requests with the row's number, type and SCAC created at or after the intent, and never
+    at one already attributed to another row: someone else's earlier request is never claimed."""
+    params = {"filter[request_number]": record["request_number"], "page[size]": PAGE_SIZE}
+    if record.get("scac"):
+        params["filter[scac]"] = record["scac"]
+    if record.get("intent_at"):
+        params["filter[created_at][start]"] = record["intent_at"]
     for page in client.paginate("/tracking_requests", params):
         for found in page.get("data") or []:
-            if found.get("id") not in claimed and _matches(found, row, customer_id):
+            attrs = found.get("attributes") or {}
+            if (
+                found.get("id") not in claimed
+                and attrs.get("request_type", record["request_type"]) == record["request_type"]
+                and (not record.get("scac") or (attrs.get("scac") or record["scac"]).upper() == record["scac"])
+            ):
                 return found["id"]
     return None
+
+
+def settle_pending(client: OceanTrackingClient, store: WritebackStore, claimed: set[str]) -> dict[str, str]:
+    """Settle every row a crash or a lost answer left `pending` or `unknown`: `accepted` with the request
+    found on the service, else `absent` (safe to send again). Returns the new status per row key; a row
+    whose reconciliation failed keeps its status and is not sent."""
+    settled = {}
+    for record in store.tracking_outcomes_in(*UNSETTLED):
+        target = f"tracking_request:{record['request_type']}:{record['request_number']}"
+        try:
+            found = reconcile(client, record, claimed)
+        except ApiError as exc:
+            store.audit("reconcile_tracking_request", target, FAILED, http_status=exc.status, error=error_summary(exc))
+            continue
+        store.audit("reconcile_tracking_request", target, "found" if found else "absent", http_status=200)
+        status = ACCEPTED if found else ABSENT
+        if found:
+            claimed.add(found)
+        store.record_tracking_outcome(record, status, tracking_request_id=found, http_status=record["http_status"],
+                                      errors=json.loads(record["errors"] or "[]"), intent_at=record["intent_at"])
+        settled[record["row_key"]] = status
+    return settled
 
 
 def create_tracking_requests(
@@ -109,11 +150,21 @@ def create_tracking_requests(
     parsed = parse_tracking_rows(rows, fetch_carriers(client))
     parties = PartyResolver(client, store, dry_run=dry_run)
     claimed = store.claimed_tracking_ids() if store is not None else set()
+    if store is not None and not dry_run:
+        settle_pending(client, store, claimed)
     results = []
     for row in parsed:
         result = _one(row, client, store, parties, claimed, dry_run)
         logger.info("row %d %s: %s", row.row_index, row.request_number, result.status)
         results.append(result)
+    if store is not None and not dry_run and any(r.status == UNKNOWN for r in results):
+        settled = settle_pending(client, store, claimed)
+        for result in (r for r in results if r.status == UNKNOWN):
+            if settled.get(result.row_key) == ACCEPTED:
+                outcome = store.tracking_outcome(result.row_key) or {}
+                result.status, result.tracking_request_id = ACCEPTED, outcome.get("tracking_request_id")
+            elif settled.get(result.row_key) == ABSENT:
+                result.status = FAILED  # the service holds nothing for it: a rerun sends it again
     return BatchReport(results)
 
 
@@ -128,6 +179,13 @@ def _one(row: TrackingRow, client: OceanTrackingClient, store: WritebackStore | 
     if previous and previous["status"] == ACCEPTED:
         result.status, result.tracking_request_id = SKIPPED, previous["tracking_request_id"]
         return result
+    if previous and previous["status"] in UNSETTLED:
+        # its earlier intent could not be reconciled (the service did not answer): sending could duplicate
+        result.status = UNKNOWN
+        result.errors = [{"pointer": None, "column": None, "code": "unsettled",
+                          "detail": "an earlier attempt may have created it and the service could not be asked; "
+                                    "run the batch again to reconcile before anything is re-sent"}]
+        return result
     try:
         customer_id = row.customer_id or (parties.resolve(row.customer_name) if row.customer_name else None)
     except ApiError as exc:
@@ -138,18 +196,9 @@ def _one(row: TrackingRow, client: OceanTrackingClient, store: WritebackStore | 
         result.status = WOULD_SEND
         return result
     target = f"tracking_request:{row.request_type}:{row.request_number}"
-    if previous and previous["status"] == UNKNOWN:
-        try:
-            found = reconcile(client, row, customer_id, claimed)
-        except ApiError as exc:
-            result.status, result.http_status, result.errors = UNKNOWN, exc.status, _api_errors(exc)
-            return result
-        store.audit("reconcile_tracking_request", target, "found" if found else "absent", http_status=200)
-        if found:
-            claimed.add(found)
-            result.status, result.tracking_request_id = ACCEPTED, found
-            _record(store, row, result, dry_run)
-            return result
+    intent_at = intent_stamp(client)
+    if store is not None:
+        store.record_tracking_outcome(row.as_record(), PENDING, intent_at=intent_at)
     body: dict[str, Any] = {"data": {"type": "tracking_request", "attributes": row.attributes()}}
     if customer_id:
         body["data"]["relationships"] = {"customer": {"data": {"id": customer_id, "type": "party"}}}
@@ -170,11 +219,12 @@ def _one(row: TrackingRow, client: OceanTrackingClient, store: WritebackStore | 
     if store is not None:
         summary = "; ".join(f"{e.get('pointer') or ''} {e.get('detail')}".strip() for e in result.errors) or None
         store.audit("create_tracking_request", target, result.status, http_status=result.http_status, error=summary)
-    _record(store, row, result, dry_run)
+    _record(store, row, result, dry_run, intent_at=intent_at)
     return result
 
 
-def _record(store: WritebackStore | None, row: TrackingRow, result: RowResult, dry_run: bool) -> None:
+def _record(store: WritebackStore | None, row: TrackingRow, result: RowResult, dry_run: bool,
+            intent_at: str | None = None) -> None:
     if store is not None and not dry_run:
         store.record_tracking_outcome(row.as_record(), result.status, tracking_request_id=result.tracking_request_id,
-                                      http_status=result.http_status, errors=result.errors)
+                                      http_status=result.http_status, errors=result.errors, intent_at=intent_at)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -24,7 +27,30 @@ async def direct_upload(ctx: Ctx) -> dict:
         raise ApiError(422, [error(422, "Unprocessable Entity", msg, pointer=f"/blob/{f}" if f != "blob" else "/blob",
                                    code="invalid") for f, msg in problems])
     blob = ctx.state.blobs.create(ctx.principal.account, spec, ctx.now)
-    return ctx.state.blobs.response(blob, ctx.base("/storage"), ctx.now)
+    body = ctx.state.blobs.response(blob, ctx.base("/storage"), ctx.now)
+    body["direct_upload"]["headers"]["Content-Disposition"] = content_disposition(blob.filename)
+    return body
+
+
+# ActiveStorage::Filename#sanitized replaces these with "-"; ActionDispatch::Http::ContentDisposition then
+# percent-escapes the ASCII fallback and the RFC 5987 `filename*`, so the header is ASCII whatever the name
+_UNSAFE_IN_FILENAME = str.maketrans({c: "-" for c in "\u202e%$|:;/<>?*\"\t\r\n\\"})
+_TRADITIONAL_ESCAPED = re.compile(r"[^ A-Za-z0-9!#$+.^_`|~-]")
+_RFC_5987_ESCAPED = re.compile(r"[^A-Za-z0-9!#$&+.^_`|~-]")
+
+
+def _percent_escape(text: str, pattern: re.Pattern) -> str:
+    return pattern.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8", "replace")), text)
+
+
+def content_disposition(filename: str) -> str:
+    """The storage's Content-Disposition for a direct upload, as Rails builds it: `inline`, an ASCII
+    fallback (transliterated, unknown letters as `?`) and the exact UTF-8 name, both percent-escaped."""
+    sanitized = filename.strip().translate(_UNSAFE_IN_FILENAME)
+    ascii_name = "".join(c if c.isascii() else "?" for c in
+                         unicodedata.normalize("NFKD", sanitized) if not unicodedata.combining(c))
+    return (f'inline; filename="{_percent_escape(ascii_name, _TRADITIONAL_ESCAPED)}"; '
+            f"filename*=UTF-8''{_percent_escape(sanitized, _RFC_5987_ESCAPED)}")
 
 
 def _s3_error(exc: StorageError) -> Response:
@@ -60,10 +86,36 @@ async def create_document(ctx: Ctx) -> dict:
     return document(created)
 
 
+SORTABLE = {"created_at", "document_type", "added_by"}
+
+
+def _sorted(docs: list[dict], sort: str) -> list[dict]:
+    """`docs` (oldest first) in the order of a `sort` parameter: comma-separated sortable fields, each
+    descending with a `-` prefix; ties keep the order of creation."""
+    keys = [k.strip() for k in sort.split(",") if k.strip()]
+    unknown = [k for k in keys if k.lstrip("-") not in SORTABLE]
+    if unknown or not keys:
+        raise ApiError(400, [error(400, "Bad Request", f"sort must name {', '.join(sorted(SORTABLE))} "
+                                   "(prefix - for descending)", parameter="sort")])
+    for key in reversed(keys):  # stable sorts, least significant key first
+        name = key.lstrip("-")
+        docs = sorted(docs, key=lambda d, n=name: (d["attributes"].get(n) is None, d["attributes"].get(n) or ""),
+                      reverse=key.startswith("-"))
+    return docs
+
+
 @api()
 async def list_documents(ctx: Ctx) -> dict:
-    """GET /v2/documents: paginated, meta with pagination block."""
-    return list_document(ctx, ctx.account.documents(), default_size=25, meta="pagination")
+    """GET /v2/documents: newest first unless `sort` says otherwise (created_at, document_type, added_by;
+    `-` for descending); `filter[filename]` keeps the documents whose `file_name` is exactly that (the live
+    service's is a full-text match, so clients compare names themselves); paginated, meta with pagination."""
+    docs = list(reversed(ctx.account.documents()))  # oldest first: the order ties keep when sorting
+    filename = ctx.params.get("filter[filename]")
+    if filename is not None:
+        docs = [d for d in docs if d["attributes"].get("file_name") == filename]
+    sort = ctx.params.get("sort")
+    docs = _sorted(docs, sort) if sort is not None else docs[::-1]
+    return list_document(ctx, docs, default_size=25, meta="pagination")
 
 
 ROUTES = [

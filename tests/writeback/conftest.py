@@ -42,9 +42,11 @@ def con(db_path):
 
 
 @pytest.fixture
-def store(con):
-    """The write-back store on `con`."""
-    return WritebackStore(con)
+def store(tmp_path):
+    """The write-back journal in tmp_path (`store.con` reads its `writeback.*` tables)."""
+    journal = WritebackStore(tmp_path / "journal.sqlite")
+    yield journal
+    journal.close()
 
 
 def set_faults(server, profile: str, rate: float = 1.0, seed: int = 0) -> None:

@@ -1,17 +1,29 @@
 """Document uploads over HTTP against the real sandbox: streaming, per-file failures, faults between
-steps (via the step hook), expired URLs, and reruns that never upload twice or create two documents."""
+steps (via the step hook), interruptions between the intent and the outcome, expired URLs, reruns that
+never upload twice or create two documents, and inputs that must be refused before any request."""
 
 from __future__ import annotations
 
 import os
+from urllib.parse import quote
 
+import pytest
 import requests
 
-from pipelines.writeback.documents import UploadItem, file_digest, items_from_source, upload_documents
-from tests.e2e.conftest import advance_clock
+from pipelines.writeback.documents import (
+    CREATING,
+    UploadItem,
+    file_digest,
+    items_from_source,
+    upload_documents,
+)
+from pipelines.writeback.store import WritebackStore
+from tests.conftest import FULL_KEY, REVOKED_KEY
+from tests.e2e.conftest import advance_clock, make_client
 from tests.writeback.conftest import api_get, routes, set_faults
 
 DOCS = "POST /v2/documents"
+LIST = "GET /v2/documents"
 BLOBS = "POST /v2/rails/active_storage/direct_uploads"
 
 
@@ -22,33 +34,59 @@ def make_files(folder, sizes: dict[str, int]):
     return folder
 
 
-def documents(server) -> list[dict]:
-    return api_get(server, "/documents", **{"page[size]": 100})["data"]
+def documents(server, **params) -> list[dict]:
+    return api_get(server, "/documents", **{"page[size]": 100, **params})["data"]
 
 
-def puts_stored(con) -> list[tuple]:
-    return con.execute("select target, count(*) from writeback.audit_log where action = 'put_bytes' "
-                       "and outcome = 'stored' group by target").fetchall()
+def puts_stored(store) -> list[tuple]:
+    return store.con.execute("select target, count(*) from writeback.audit_log where action = 'put_bytes' "
+                             "and outcome = 'stored' group by target").fetchall()
 
 
-def test_folder_upload_streams_and_rerun_does_nothing(server, client, store, con, tmp_path):
-    folder = make_files(tmp_path / "docs", {"invoice.pdf": 2_500_000, "packing.txt": 1234, "empty.csv": 0})
+def journal(store) -> dict[str, tuple]:
+    """name → (step, document_id, last_error) of every journal entry."""
+    rows = store.con.execute("select name, step, document_id, last_error from writeback.document_uploads")
+    return {name: (step, document_id, error) for name, step, document_id, error in rows.fetchall()}
+
+
+def refusals(store) -> list[str]:
+    """The errors recorded for files refused before any request."""
+    return [r[0] for r in store.con.execute("select error_summary from writeback.audit_log where action = "
+                                            "'upload_document' and outcome = 'failed' order by logged_at")]
+
+
+class Interrupted(BaseException):
+    """Stands for Ctrl-C / a kill: not an Exception, so nothing in the batch catches it."""
+
+
+def interrupt_at(step: str, name: str):
+    def hook(at: str, item: UploadItem) -> None:
+        if at == step and item.name == name:
+            raise Interrupted(f"{name} interrupted at {step}")
+    return hook
+
+
+# ---- the happy path, per-file failures, faults between steps ------------------------------------------
+
+
+def test_folder_upload_streams_and_rerun_does_nothing(server, client, store, tmp_path):
+    folder = make_files(tmp_path / "docs", {"invoice.pdf": 2_500_000, "packing.txt": 1234, "arrival.csv": 1})
     size, checksum = file_digest(folder / "invoice.pdf")
     assert size == 2_500_000 and len(checksum) == 24
     report = upload_documents(items_from_source(folder), client, store)
     assert report.counts == {"created": 3}
     docs = documents(server)
-    assert sorted(d["attributes"]["name"] for d in docs) == ["empty.csv", "invoice.pdf", "packing.txt"]
-    assert {d["attributes"]["file_size_bytes"] for d in docs} == {2_500_000, 1234, 0}
-    steps = con.execute("select step, upload_url from writeback.document_uploads").fetchall()
-    assert steps == [("document_created", None)] * 3  # the storage URL is gone once the bytes are stored
+    assert sorted(d["attributes"]["name"] for d in docs) == ["arrival.csv", "invoice.pdf", "packing.txt"]
+    assert {d["attributes"]["file_size_bytes"] for d in docs} == {2_500_000, 1234, 1}
+    steps = store.con.execute("select step, upload_url, intent_at is not null from writeback.document_uploads")
+    assert steps.fetchall() == [("created", None, 1)] * 3  # the storage URL is gone once the bytes are stored
     before = routes(server)
     rerun = upload_documents(items_from_source(folder), client, store)
     assert rerun.counts == {"skipped": 3}
     assert routes(server) == before  # not a single request
 
 
-def test_manifest_failures_are_per_file_and_relationships_are_sent(server, client, store, con, tmp_path):
+def test_manifest_failures_are_per_file_and_relationships_are_sent(server, client, store, tmp_path):
     folder = make_files(tmp_path / "m", {"bol.pdf": 5000, "tampered.pdf": 4000, "ok.txt": 10})
     (folder / "a_folder").mkdir()
     shipment = api_get(server, "/shipments", **{"page[size]": 1})["data"][0]["id"]
@@ -71,12 +109,13 @@ def test_manifest_failures_are_per_file_and_relationships_are_sent(server, clien
         "Bill of lading": "created", "Gone": "failed", "Not a file": "failed", "Tampered": "failed",
         "ok.txt": "created"}
     assert "FileNotFoundError" in by_name["Gone"].errors[0]
-    assert "IsADirectoryError" in by_name["Not a file"].errors[0]
+    assert "a folder, not a file" in by_name["Not a file"].errors[0]
     assert by_name["Tampered"].http_status == 400 and "BadDigest" in by_name["Tampered"].errors[0]
+    assert journal(store)["Tampered"][0] == "blob_requested" and "BadDigest" in journal(store)["Tampered"][2]
     docs = {d["attributes"]["name"]: d for d in documents(server)}
     assert set(docs) == {"Bill of lading", "ok.txt"}
     assert docs["Bill of lading"]["relationships"]["shipments"]["data"] == [{"id": shipment, "type": "shipment"}]
-    failed = con.execute("select count(*) from writeback.audit_log where outcome = 'failed'").fetchone()[0]
+    failed = store.con.execute("select count(*) from writeback.audit_log where outcome = 'failed'").fetchone()[0]
     assert failed == 3  # missing, folder, storage 400
 
     # the tampered file now has new content (a new key): a rerun uploads it; the good ones are skipped
@@ -85,7 +124,7 @@ def test_manifest_failures_are_per_file_and_relationships_are_sent(server, clien
     assert len(documents(server)) == 3
 
 
-def test_faults_between_steps_then_rerun_completes_exactly_once(server, client, store, con, tmp_path):
+def test_faults_between_steps_then_rerun_completes_exactly_once(server, client, store, tmp_path):
     """file 1: connection reset between blob request and PUT (and its URL expires before the rerun);
     file 2: reset on POST /documents after the service created it; file 3: 5xx on POST /documents;
     file 4: a 429 storm on its blob request (honoured)."""
@@ -98,14 +137,14 @@ def test_faults_between_steps_then_rerun_completes_exactly_once(server, client, 
             set_faults(server, "none")
             if item.name == "f1.pdf":
                 raise requests.ConnectionError("simulated connection reset before the PUT")
-        elif step == "bytes_stored":
+        elif step == "creating":
             set_faults(server, {"f2.pdf": "reset", "f3.pdf": "5xx"}.get(item.name, "none"))
 
     report = upload_documents(items_from_source(folder), client, store, hook=faults)
     set_faults(server, "none")
     assert {r.name: (r.status, r.step) for r in report.results} == {
-        "f1.pdf": ("failed", "blob_requested"), "f2.pdf": ("failed", "document_unknown"),
-        "f3.pdf": ("failed", "document_unknown"), "f4.pdf": ("created", "document_created")}
+        "f1.pdf": ("failed", "blob_requested"), "f2.pdf": ("failed", "creating"),
+        "f3.pdf": ("failed", "creating"), "f4.pdf": ("created", "created")}
     assert client.stats()["responses_429"] >= 1
     assert sorted(d["attributes"]["name"] for d in documents(server)) == ["f2.pdf", "f4.pdf"]
     first = routes(server)
@@ -115,15 +154,233 @@ def test_faults_between_steps_then_rerun_completes_exactly_once(server, client, 
     rerun = upload_documents(items_from_source(folder), client, store)
     assert {r.name: r.status for r in rerun.results} == {
         "f1.pdf": "created", "f2.pdf": "created", "f3.pdf": "created", "f4.pdf": "skipped"}
+    after = routes(server)
     names = sorted(d["attributes"]["name"] for d in documents(server))
     assert names == ["f1.pdf", "f2.pdf", "f3.pdf", "f4.pdf"]  # one document per file
-    after = routes(server)
     assert after[BLOBS] == first[BLOBS] + 1  # only f1's expired URL needed a fresh blob
     assert after[DOCS] == first[DOCS] + 2  # f1 and f3; f2 was found by reconciliation
-    stored = dict(puts_stored(con))
+    assert after[LIST] == first.get(LIST, 0) + 2  # one filtered, sorted list per pending file
+    stored = dict(puts_stored(store))
     assert len(stored) == 4 and set(stored.values()) == {1}  # each file's bytes stored exactly once
-    expired = con.execute("select count(*) from writeback.audit_log where action = 'put_bytes' "
-                          "and http_status = 403").fetchone()[0]
+    expired = store.con.execute("select count(*) from writeback.audit_log where action = 'put_bytes' "
+                                "and http_status = 403").fetchone()[0]
     assert expired == 1
-    assert con.execute("select outcome from writeback.audit_log where action = 'reconcile_document' "
-                       "order by logged_at").fetchall() == [("found",), ("absent",)]
+    assert store.con.execute("select outcome from writeback.audit_log where action = 'reconcile_document' "
+                             "order by logged_at").fetchall() == [("found",), ("absent",)]
+
+
+# ---- exactly once across interruptions -----------------------------------------------------------------
+
+
+def test_interrupted_after_the_intent_and_before_the_post_sends_it_once_on_rerun(server, client, store, tmp_path):
+    folder = make_files(tmp_path / "i", {"a.pdf": 100, "b.pdf": 200, "c.pdf": 300})
+    with pytest.raises(Interrupted):
+        upload_documents(items_from_source(folder), client, store, hook=interrupt_at(CREATING, "b.pdf"))
+    assert journal(store)["b.pdf"][0] == "creating"
+    assert routes(server)[DOCS] == 1  # a.pdf only: b.pdf's POST never left
+
+    rerun = upload_documents(items_from_source(folder), client, store)
+    assert {r.name: r.status for r in rerun.results} == {"a.pdf": "skipped", "b.pdf": "created", "c.pdf": "created"}
+    assert sorted(d["attributes"]["name"] for d in documents(server)) == ["a.pdf", "b.pdf", "c.pdf"]
+    assert routes(server)[DOCS] == 3
+    assert {step for step, _, _ in journal(store).values()} == {"created"}
+
+
+def test_a_lost_answer_is_found_by_one_filtered_request_even_for_a_non_ascii_name(server, client, store, tmp_path):
+    name = "façture 発票 n°1.pdf"
+    folder = make_files(tmp_path / "u", {name: 4321})
+
+    def hook(step: str, item: UploadItem) -> None:
+        if step == CREATING:
+            set_faults(server, "reset")  # the service creates the document, the answer is lost
+
+    report = upload_documents(items_from_source(folder), client, store, hook=hook)
+    set_faults(server, "none")
+    assert report.results[0].step == "creating" and report.counts == {"failed": 1}
+    assert len(documents(server)) == 1
+    lists = routes(server).get(LIST, 0)
+
+    rerun = upload_documents(items_from_source(folder), client, store)
+    assert rerun.counts == {"created": 1}
+    assert routes(server)[LIST] == lists + 1
+    assert routes(server)[DOCS] == 1  # found, not re-sent
+    (doc,) = documents(server)
+    assert journal(store)[name][:2] == ("created", doc["id"])
+    assert doc["attributes"]["file_name"] == name
+
+
+def test_someone_elses_earlier_or_different_upload_is_never_claimed(server, client, store, tmp_path):
+    folder = make_files(tmp_path / "mine", {"report.pdf": 1000})
+    theirs = WritebackStore(tmp_path / "theirs.sqlite")
+    try:
+        # someone else uploaded the same file before us
+        upload_documents(items_from_source(folder), client, theirs)
+        advance_clock(server, 10)
+        with pytest.raises(Interrupted):
+            upload_documents(items_from_source(folder), client, store, hook=interrupt_at(CREATING, "report.pdf"))
+        # after our intent, someone else uploads a file with the same name but another size, and another
+        # with the same bytes attached to a shipment
+        other = make_files(tmp_path / "other", {"report.pdf": 999})
+        upload_documents(items_from_source(other), client, theirs)
+        linked = tmp_path / "linked"
+        linked.mkdir()
+        (linked / "report.pdf").write_bytes((folder / "report.pdf").read_bytes())
+        shipment = api_get(server, "/shipments", **{"page[size]": 1})["data"][0]["id"]
+        (linked / "manifest.csv").write_text(f"file,name,shipment_id\nreport.pdf,report.pdf,{shipment}\n")
+        upload_documents(items_from_source(linked / "manifest.csv"), client, theirs)
+        theirs_ids = theirs.claimed_document_ids()
+    finally:
+        theirs.close()
+    assert len(theirs_ids) == 3
+
+    rerun = upload_documents(items_from_source(folder), client, store)
+    assert rerun.counts == {"created": 1}
+    assert store.con.execute("select outcome from writeback.audit_log where action = 'reconcile_document'"
+                             ).fetchall() == [("absent",)]
+    docs = documents(server, **{"filter[filename]": "report.pdf"})
+    assert len(docs) == 4
+    mine = journal(store)["report.pdf"][1]
+    assert mine not in theirs_ids and mine in {d["id"] for d in docs}
+
+
+# ---- inputs refused before any request -----------------------------------------------------------------
+
+
+def test_a_symlink_leaving_the_folder_is_refused_and_the_rest_go_on(server, client, store, tmp_path):
+    outside = make_files(tmp_path / "outside", {"secret.key": 64})
+    folder = make_files(tmp_path / "docs", {"good.pdf": 500})
+    (folder / "escape.pdf").symlink_to(outside / "secret.key")
+    (folder / "alias.pdf").symlink_to(folder / "good.pdf")  # stays inside: uploaded under its own name
+    (folder / "dangling.pdf").symlink_to(tmp_path / "nowhere" / "x.pdf")
+    (folder / "outside_dir").symlink_to(outside, target_is_directory=True)  # a folder: not a file
+
+    report = upload_documents(items_from_source(folder), client, store)
+    by_name = {r.name: r for r in report.results}
+    assert {n: r.status for n, r in by_name.items()} == {
+        "alias.pdf": "created", "dangling.pdf": "failed", "escape.pdf": "failed", "good.pdf": "created"}
+    assert "outside" in by_name["escape.pdf"].errors[0] and "refused" in by_name["escape.pdf"].errors[0]
+    assert "outside" in by_name["dangling.pdf"].errors[0]
+    assert routes(server)[BLOBS] == 2
+    assert sorted(d["attributes"]["name"] for d in documents(server)) == ["alias.pdf", "good.pdf"]
+    assert len(refusals(store)) == 2
+
+
+def test_manifest_paths_are_confined_to_the_manifest_folder(server, client, store, tmp_path):
+    outside = make_files(tmp_path / "outside", {"x.pdf": 10, "y.pdf": 20})
+    folder = make_files(tmp_path / "batch", {"in.pdf": 30, "abs_inside.pdf": 40})
+    (folder / "sub").mkdir()
+    (folder / "sub" / "deep.pdf").write_bytes(b"deep")
+    (folder / "manifest.csv").write_text(
+        "file,name\n"
+        "../outside/x.pdf,Relative escape\n"
+        f"{outside / 'y.pdf'},Absolute escape\n"
+        "sub/../../outside/x.pdf,Roundabout escape\n"
+        "in.pdf,Inside\n"
+        f"{folder / 'abs_inside.pdf'},Absolute inside\n"
+        "sub/deep.pdf,Subfolder\n"
+    )
+    report = upload_documents(items_from_source(folder / "manifest.csv"), client, store)
+    statuses = {r.name: r.status for r in report.results}
+    assert statuses == {"Relative escape": "failed", "Absolute escape": "failed", "Roundabout escape": "failed",
+                        "Inside": "created", "Absolute inside": "created", "Subfolder": "created"}
+    assert all("outside" in r.errors[0] for r in report.results if r.status == "failed")
+    assert routes(server)[BLOBS] == 3
+    assert len(refusals(store)) == 3
+
+
+def test_empty_and_oversize_files_are_refused_before_their_blob_request(server, client, store, tmp_path):
+    folder = make_files(tmp_path / "s", {"empty.pdf": 0, "big.pdf": 1001, "limit.pdf": 1000, "small.pdf": 5})
+    report = upload_documents(items_from_source(folder), client, store, max_bytes=1000)
+    by_name = {r.name: r for r in report.results}
+    assert {n: r.status for n, r in by_name.items()} == {
+        "big.pdf": "failed", "empty.pdf": "failed", "limit.pdf": "created", "small.pdf": "created"}
+    assert "empty (0 bytes)" in by_name["empty.pdf"].errors[0]
+    assert "1001 bytes is over the upload limit of 1000 bytes" in by_name["big.pdf"].errors[0]
+    assert routes(server)[BLOBS] == 2  # no blob request for the refused ones
+    assert sorted(refusals(store)) == sorted([by_name["big.pdf"].errors[0], by_name["empty.pdf"].errors[0]])
+    assert set(journal(store)) == {"limit.pdf", "small.pdf"}
+
+
+def test_any_file_name_the_filesystem_allows_uploads(server, client, store, tmp_path):
+    names = ["façture 発票 n°1.pdf", "it's a \"quoted\" name.txt", "tab\tand;semi:colon%25.csv", "ünïcödé.PDF",
+             "emoji 🚢.png", "new\nline.txt", " leading space.pdf"]
+    folder = make_files(tmp_path / "names", dict.fromkeys(names, 321))
+    not_utf8 = os.fsdecode(b"latin1 caf\xe9.pdf")  # bytes that are not UTF-8: a surrogate escape in Python
+    (folder / not_utf8).write_bytes(b"bytes")
+
+    report = upload_documents(items_from_source(folder), client, store)
+    assert report.counts == {"created": len(names) + 1}, [r.errors for r in report.results]
+    docs = documents(server)
+    assert sorted(d["attributes"]["file_name"] for d in docs) == sorted([*names, "latin1 caf\ufffd.pdf"])
+    for name in names:  # the exact file name is what a reconciliation filters on
+        assert [d["attributes"]["file_name"] for d in documents(server, **{"filter[filename]": name})] == [name]
+    assert upload_documents(items_from_source(folder), client, store).counts == {"skipped": len(names) + 1}
+
+
+# ---- refusals by the service -----------------------------------------------------------------------------
+
+
+def test_a_blob_refused_as_too_large_is_recorded_and_the_rest_are_created(server, client, store, tmp_path):
+    folder = make_files(tmp_path / "b", {"a.pdf": 10, "z.pdf": 20})
+    with (folder / "huge.pdf").open("wb") as handle:
+        handle.truncate(100 * 1024 * 1024 + 1)  # sparse: over the sandbox's limit, cheap on disk
+    report = upload_documents(items_from_source(folder), client, store, max_bytes=200 * 1024 * 1024)
+    by_name = {r.name: r for r in report.results}
+    assert {n: r.status for n, r in by_name.items()} == {"a.pdf": "created", "huge.pdf": "failed", "z.pdf": "created"}
+    assert by_name["huge.pdf"].http_status == 422 and "byte_size" in by_name["huge.pdf"].errors[0]
+    step, document_id, error = journal(store)["huge.pdf"]
+    assert (step, document_id) == ("new", None) and "422" in error
+    failed = store.con.execute("select target, http_status from writeback.audit_log where action = 'request_blob' "
+                               "and outcome = 'failed'").fetchall()
+    assert len(failed) == 1 and failed[0][1] == 422 and "huge.pdf" in failed[0][0]
+
+    blobs = routes(server)[BLOBS]
+    rerun = upload_documents(items_from_source(folder), client, store, max_bytes=200 * 1024 * 1024)
+    assert {r.name: r.status for r in rerun.results} == {"a.pdf": "skipped", "huge.pdf": "failed", "z.pdf": "skipped"}
+    assert routes(server)[BLOBS] == blobs + 1  # the failed file is resumed (and refused again)
+
+
+def test_a_rejected_key_fails_each_file_without_crashing_and_a_rerun_resumes(server, store, tmp_path):
+    folder = make_files(tmp_path / "k", {"a.pdf": 10, "b.pdf": 20})
+    with make_client(server, tmp_path, key=REVOKED_KEY) as revoked:
+        report = upload_documents(items_from_source(folder), revoked, store)
+    assert report.counts == {"failed": 2}
+    assert {r.http_status for r in report.results} == {401}
+    assert {step for step, _, error in journal(store).values() if "401" in error} == {"new"}
+    with make_client(server, tmp_path) as good:
+        rerun = upload_documents(items_from_source(folder), good, store)
+    assert rerun.counts == {"created": 2}
+    assert len(documents(server)) == 2
+
+
+# ---- the sandbox's list filter and sort, and its direct-upload headers ------------------------------------
+
+
+def test_sandbox_documents_filter_by_exact_file_name_and_sort(server, client, store, tmp_path):
+    folder = make_files(tmp_path / "l", {"one.pdf": 1, "one.pdf.bak": 2, "two.pdf": 3})
+    upload_documents(items_from_source(folder), client, store)
+    advance_clock(server, 5)
+    again = make_files(tmp_path / "l2", {"one.pdf": 4})
+    upload_documents(items_from_source(again), client, store)
+
+    found = documents(server, **{"filter[filename]": "one.pdf", "sort": "-created_at"})
+    assert [d["attributes"]["file_size_bytes"] for d in found] == [4, 1]
+    oldest_first = documents(server, **{"filter[filename]": "one.pdf", "sort": "created_at"})
+    assert [d["attributes"]["file_size_bytes"] for d in oldest_first] == [1, 4]
+    assert documents(server, **{"filter[filename]": "one"}) == []
+    assert len(documents(server)) == 4
+    response = requests.get(f"{server.base_url}/documents", params={"sort": "size"},
+                            headers={"Authorization": f"Token {FULL_KEY}"}, timeout=10)
+    assert response.status_code == 400 and response.json()["errors"][0]["source"] == {"parameter": "sort"}
+
+
+def test_sandbox_direct_upload_headers_are_ascii_for_any_name(server, client):
+    name = 'façture "q" 発票.pdf'
+    body = {"blob": {"filename": name, "content_type": "application/pdf", "byte_size": 1,
+                     "checksum": "1B2M2Y8AsgTpgAmY7PhCfg=="}}
+    blob = client.post("/rails/active_storage/direct_uploads", body, retry_safe=True)
+    disposition = blob["direct_upload"]["headers"]["Content-Disposition"]
+    assert disposition.isascii()
+    sanitized = name.replace('"', "-")  # as ActiveStorage::Filename#sanitized
+    assert disposition == f"inline; filename=\"facture -q- %3F%3F.pdf\"; filename*=UTF-8''{quote(sanitized, safe='')}"
+    assert blob["filename"] == name

@@ -1,10 +1,23 @@
-"""Local validation and input readers (no HTTP)."""
+"""Local validation and input readers (no HTTP): RFC 4180 parsing, the expected columns, the list
+separator, formula-like values."""
 
 from __future__ import annotations
 
 import duckdb
+import pytest
 
-from pipelines.writeback.inputs import iso6346_valid, parse_tracking_rows, read_rows, split_list
+from pipelines.errors import InputError
+from pipelines.writeback.inputs import (
+    MANIFEST_COLUMNS,
+    REF_NUMBER_COLUMNS,
+    TRACKING_REQUEST_COLUMNS,
+    check_header,
+    iso6346_valid,
+    looks_like_formula,
+    parse_tracking_rows,
+    read_rows,
+    split_list,
+)
 
 CARRIERS = {
     "MAEU": {"bill_of_lading_tracking_support": True, "container_number_tracking_support": True},
@@ -71,3 +84,78 @@ def test_readers_csv_and_table(tmp_path):
     rows = read_rows("batch", con)
     assert rows[0]["request_number"] == "A1" and split_list(rows[0]["ref_numbers"]) == ["R1", "R2"]
     assert split_list('["x", " y "]') == ["x", "y"]
+
+
+def test_rfc4180_quoting_lists_and_where_each_row_came_from(tmp_path):
+    batch = tmp_path / "rows.csv"
+    batch.write_bytes(
+        b'\xef\xbb\xbfrequest_number,request_type,ref_numbers,customer_company_name\r\n'
+        b'A1,bill_of_lading,"PO-1, rev 2;PO-3","Acme, ""the"" importer"\r\n'
+        b"\r\n"
+        b'A2,bill_of_lading,"[""X;1"", ""Y""]","two\r\nlines"\r\n'
+        b",,,\r\n"
+        b"A3,container,,\r\n"
+    )
+    rows = read_rows(batch, columns=TRACKING_REQUEST_COLUMNS)
+    assert [r["request_number"] for r in rows] == ["A1", "A2", "A3"]
+    assert split_list(rows[0]["ref_numbers"]) == ["PO-1, rev 2", "PO-3"]  # `;` is the one list separator
+    assert rows[0]["customer_company_name"] == 'Acme, "the" importer'
+    assert split_list(rows[1]["ref_numbers"]) == ["X;1", "Y"]  # a JSON list keeps a `;` inside an item
+    assert rows.places == [f"{batch} line 2", f"{batch} line 4", f"{batch} line 7"]
+    parsed = parse_tracking_rows(rows, None)
+    assert parsed[0].customer_name == 'Acme, "the" importer'  # the alternative column name still counts
+
+
+def test_alternative_column_names_stay_accepted_and_others_are_named():
+    check_header(["bill_of_lading", "ref_numbers"], REF_NUMBER_COLUMNS, "x")
+    check_header(["container_number", "shipment_id", "ref_numbers"], REF_NUMBER_COLUMNS, "x")
+    check_header(["path"], MANIFEST_COLUMNS, "x")
+    check_header(["file", "name", "shipment_id", "bill_of_lading_number", "container_id", "container_number"],
+                 MANIFEST_COLUMNS, "x")
+    check_header(["request_number", "request_type", "customer", "customer_id", "customer_name", "scac",
+                  "shipment_tags"], TRACKING_REQUEST_COLUMNS, "x")
+    with pytest.raises(InputError) as caught:
+        check_header(["filename", "name", "", "Name"], MANIFEST_COLUMNS, "m.csv line 1")
+    message = str(caught.value)
+    assert message.startswith("m.csv line 1: column 3 has no name; unexpected column filename (did you mean file?), "
+                              "Name (did you mean name?); missing column file|path; expected header: one or more of file|path "
+                              "(required), name, shipment_id")
+    with pytest.raises(InputError, match="input rows: missing column request_type"):
+        parse_tracking_rows([{"request_number": "A1"}], None)
+
+
+def test_a_table_goes_through_the_same_checks():
+    con = duckdb.connect()
+    con.execute("create table refs as select '00000000-0000-4000-8000-000000000001' as shipment_id, "
+                "['R1', '@cmd'] as ref_numbers, 1 as extra")
+    with pytest.raises(InputError, match=r"^table refs: unexpected column extra; expected header"):
+        read_rows("refs", con, columns=REF_NUMBER_COLUMNS)
+    con.execute("alter table refs drop column extra")
+    with pytest.raises(InputError, match=r"^table refs row 1 column ref_numbers: '@cmd' would run as a formula"):
+        read_rows("refs", con, columns=REF_NUMBER_COLUMNS)
+    assert read_rows("refs", con, columns=REF_NUMBER_COLUMNS, allow_formulas=True)[0]["ref_numbers"] == ["R1", "@cmd"]
+    with pytest.raises(InputError, match=r"^refs\.csv: no such file, nor a table"):
+        read_rows("refs.csv", con)  # never DuckDB's scan of a Python variable named `csv`
+
+
+@pytest.mark.parametrize(("value", "formula"), [
+    ("=1+1", True), ("@SUM(A1)", True), ("\tR1", True), ("\rR1", True), ("  =cmd", True), ("+A1", True),
+    ("-cmd", True), ("-", True), ("+", True),
+    ("-5", False), ("+1-555", False), ("PO-1", False), ("2024-01", False), ("R=1", False), ("", False),
+    ("a@b.com", False),
+])
+def test_what_counts_as_a_formula(value, formula):
+    assert looks_like_formula(value) is formula
+
+
+def test_formulas_are_refused_with_line_and_column_unless_allowed(tmp_path):
+    batch = tmp_path / "refs.csv"
+    batch.write_text("shipment_id,ref_numbers\n00000000-0000-4000-8000-000000000001,R1;+1-555\n"
+                     "00000000-0000-4000-8000-000000000002,R2;=HYPERLINK(1)\n,-cmd\n")
+    with pytest.raises(InputError) as caught:
+        read_rows(batch, columns=REF_NUMBER_COLUMNS)
+    assert str(caught.value) == (
+        f"{batch} line 3 column ref_numbers: '=HYPERLINK(1)' would run as a formula in a spreadsheet (also "
+        f"{batch} line 4 column ref_numbers); remove the leading = + - @ (or tab), or pass --allow-formulas to "
+        "send such values as they are")
+    assert len(read_rows(batch, columns=REF_NUMBER_COLUMNS, allow_formulas=True)) == 3

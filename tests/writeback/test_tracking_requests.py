@@ -45,7 +45,7 @@ def test_batch_validates_locally_maps_422_creates_parties_and_reruns_without_dup
     before = routes(server)
     report = create_tracking_requests(rows, client, store)
     assert report.counts == {"accepted": 3, "invalid": 6, "rejected": 1}
-    stored = outcomes(con)
+    stored = outcomes(store.con)
     assert [stored[i][0] for i in range(10)] == ["accepted", "accepted", "accepted", "invalid", "invalid",
                                                  "invalid", "invalid", "invalid", "invalid", "rejected"]
     assert stored[3][2][0]["code"] == "check_digit"
@@ -57,7 +57,7 @@ def test_batch_validates_locally_maps_422_creates_parties_and_reruns_without_dup
     assert after["GET /v2/shipping_lines"] == 2  # fetched once (two pages)
     created = client.get(f"/tracking_requests/{stored[0][1]}")["data"]
     assert created["relationships"]["customer"]["data"]["id"]
-    assert con.execute("select count(*) from writeback.audit_log where action = 'create_party'").fetchone() == (1,)
+    assert store.con.execute("select count(*) from writeback.audit_log where action = 'create_party'").fetchone() == (1,)
 
     rerun = create_tracking_requests(rows, client, store)
     assert rerun.counts == {"skipped": 3, "invalid": 6, "rejected": 1}
@@ -67,8 +67,9 @@ def test_batch_validates_locally_maps_422_creates_parties_and_reruns_without_dup
 
 
 def test_faults_mid_batch_then_rerun_completes_exactly_once(server, client, store, con):
-    """5xx (nothing written), connection reset after the service wrote (outcome unknown) and a 429 storm
-    (honoured) on different rows of one batch; the rerun reconciles before re-POSTing."""
+    """5xx (nothing written), connection reset after the service wrote (answer lost) and a 429 storm
+    (honoured) on different rows of one batch: the batch reconciles the two unknown outcomes before it ends
+    (the reset one was created, the 5xx one was not), and the rerun sends only the one never created."""
     numbers = [f"WBFAULT{i:03d}" for i in range(6)]
     fault_for = {numbers[1]: "5xx", numbers[2]: "reset", numbers[4]: "429"}
     real_post = client.post
@@ -84,7 +85,7 @@ def test_faults_mid_batch_then_rerun_completes_exactly_once(server, client, stor
     client.post = post_with_faults
     report = create_tracking_requests([bl(n) for n in numbers], client, store)
     statuses = {r.request_number: r.status for r in report.results}
-    assert statuses == {numbers[0]: "accepted", numbers[1]: "unknown", numbers[2]: "unknown",
+    assert statuses == {numbers[0]: "accepted", numbers[1]: "failed", numbers[2]: "accepted",
                         numbers[3]: "accepted", numbers[4]: "accepted", numbers[5]: "accepted"}
     assert client.stats()["responses_429"] >= 1  # the 429 was received and retried after Retry-After
     assert [tracking_count(server, n) for n in numbers] == [1, 0, 1, 1, 1, 1]
@@ -94,11 +95,11 @@ def test_faults_mid_batch_then_rerun_completes_exactly_once(server, client, stor
     client.post = real_post
     rerun = create_tracking_requests([bl(n) for n in numbers], client, store)
     statuses = {r.request_number: r.status for r in rerun.results}
-    assert statuses == {numbers[0]: "skipped", numbers[1]: "accepted", numbers[2]: "accepted",
+    assert statuses == {numbers[0]: "skipped", numbers[1]: "accepted", numbers[2]: "skipped",
                         numbers[3]: "skipped", numbers[4]: "skipped", numbers[5]: "skipped"}
     assert routes(server)[CREATE] == first + 1  # only the 5xx row is POSTed again; the reset one is found
     assert [tracking_count(server, n) for n in numbers] == [1] * 6
-    reconciled = con.execute("select target, outcome from writeback.audit_log "
+    reconciled = store.con.execute("select target, outcome from writeback.audit_log "
                              "where action = 'reconcile_tracking_request' order by target").fetchall()
     assert reconciled == [(f"tracking_request:bill_of_lading:{numbers[1]}", "absent"),
                           (f"tracking_request:bill_of_lading:{numbers[2]}", "found")]
@@ -135,5 +136,5 @@ def test_dry_run_from_a_duckdb_table_sends_nothing(server, client, store, con):
     assert [r.status for r in report.results] == ["would_send", "invalid"]
     handled = routes(server)
     assert CREATE not in handled and "POST /v2/parties" not in handled
-    assert con.execute("select count(*) from writeback.tracking_request_outcomes").fetchone() == (0,)
-    assert con.execute("select count(*) from writeback.audit_log").fetchone() == (0,)
+    assert store.con.execute("select count(*) from writeback.tracking_request_outcomes").fetchone() == (0,)
+    assert store.con.execute("select count(*) from writeback.audit_log").fetchone() == (0,)
