@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,21 @@ def make_client(server, workdir: Path, *, key: str = FULL_KEY, window: float = 0
         **overrides,
     )
     return OceanTrackingClient(settings)
+
+
+def cli_env(base_url: str, workdir: Path, *, window: float = 0.05, **extra: str) -> dict[str, str]:
+    """The environment of a `python -m pipelines ...` process pointed at a sandbox: the key and URL as
+    variables (never on the command line), the rate window, and the limiter and dlt folders in `workdir`."""
+    return {
+        **os.environ,
+        "SOURCES__OCEAN_TRACKING__API_KEY": FULL_KEY,
+        "SOURCES__OCEAN_TRACKING__BASE_URL": base_url,
+        "SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS": str(window),
+        "SOURCES__OCEAN_TRACKING__LIMITER_PATH": str(workdir / "limiter.sqlite"),
+        "DLT_DATA_DIR": str(workdir / "dlt-home"),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        **extra,
+    }
 
 
 def sync_once(

@@ -4,7 +4,6 @@ state across processes, missing entitlement, the rate limit at full speed and un
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from tests.e2e.conftest import (
     GENEROUS_LIMITS,
     advance_clock,
     api_total,
+    cli_env,
     sandbox_stats,
     sync_once,
 )
@@ -123,14 +123,7 @@ def test_changes_land_after_the_clock_moves(fresh_sandbox, tmp_path):
 
 
 def test_incremental_state_survives_a_new_process(fresh_sandbox, tmp_path):
-    env = {
-        **os.environ,
-        "SOURCES__OCEAN_TRACKING__API_KEY": FULL_KEY,
-        "SOURCES__OCEAN_TRACKING__BASE_URL": fresh_sandbox.base_url,
-        "SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS": "0.05",
-        "SOURCES__OCEAN_TRACKING__LIMITER_PATH": str(tmp_path / "limiter.sqlite"),
-        "DLT_DATA_DIR": str(tmp_path / "dlt-home"),
-    }
+    env = cli_env(fresh_sandbox.base_url, tmp_path)
     command = [sys.executable, "-m", "pipelines", "sync", "--duckdb", str(tmp_path / "o.duckdb"), "--no-progress"]
     by_id = ("GET /v2/vessels", "GET /v2/ports", "GET /v2/terminals")
     start = sandbox_stats(fresh_sandbox)["requests_by_route"]

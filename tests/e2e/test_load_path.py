@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -15,7 +14,7 @@ from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
 from pipelines.warehouse.models import project_models
 from pipelines.warehouse.tables import table_row_counts
 from tests.assets.conftest import sandbox_resources
-from tests.conftest import FULL_KEY
+from tests.e2e.conftest import cli_env
 
 pytestmark = pytest.mark.slow
 
@@ -29,14 +28,7 @@ def _tables_and_rows(path) -> dict[str, int]:
 
 
 def test_cli_sync_and_dagster_leave_the_same_tables(fresh_sandbox, tmp_path):
-    env = {
-        **os.environ,
-        "SOURCES__OCEAN_TRACKING__API_KEY": FULL_KEY,
-        "SOURCES__OCEAN_TRACKING__BASE_URL": fresh_sandbox.base_url,
-        "SOURCES__OCEAN_TRACKING__APP_URL": fresh_sandbox.app_url,
-        "SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS": "0.05",
-        "DLT_DATA_DIR": str(tmp_path / "dlt-home"),
-    }
+    env = cli_env(fresh_sandbox.base_url, tmp_path, SOURCES__OCEAN_TRACKING__APP_URL=fresh_sandbox.app_url)
     cli_file = tmp_path / "cli" / "warehouse.duckdb"
     command = [sys.executable, "-m", "pipelines", "sync", "--duckdb", str(cli_file), "--no-progress",
                "--geoparquet", str(tmp_path / "cli" / "features.parquet")]  # fmt: skip

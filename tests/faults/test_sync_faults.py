@@ -3,7 +3,6 @@ warehouse equal to a fault-free run's, with no row lost and none duplicated."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from tests.e2e.conftest import (
     FROZEN_START,
     GENEROUS_LIMITS,
     SyncResult,
+    cli_env,
     sandbox_stats,
     sync_once,
 )
@@ -114,14 +114,7 @@ def test_a_base_url_without_v2_fails_clearly_and_writes_nothing(make_sandbox, tm
 def test_a_process_killed_mid_sync_loses_nothing_on_rerun(make_sandbox, tmp_path, clean_snapshot):
     # a 1 s window and its real limits slow the sync down enough to kill it halfway
     server = make_sandbox(start=FROZEN_START, speed=0.0, rate_window=1.0)
-    env = {
-        **os.environ,
-        "SOURCES__OCEAN_TRACKING__API_KEY": FULL_KEY,
-        "SOURCES__OCEAN_TRACKING__BASE_URL": server.base_url,
-        "SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS": "1.0",
-        "SOURCES__OCEAN_TRACKING__LIMITER_PATH": str(tmp_path / "limiter.sqlite"),
-        "DLT_DATA_DIR": str(tmp_path / "dlt-home"),
-    }
+    env = cli_env(server.base_url, tmp_path, window=1.0)
     duckdb_path = tmp_path / "warehouse.duckdb"
     command = [sys.executable, "-m", "pipelines", "sync", "--duckdb", str(duckdb_path), "--no-progress"]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -24,13 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FULL_KEY
-from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS
+from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, cli_env
 from tests.writeback.conftest import api_get, routes
 
 pytestmark = pytest.mark.slow
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 FILES = 20
 KILLS = 20
 SEED = 49
@@ -130,15 +128,7 @@ def test_killed_twenty_times_then_completed_uploads_each_file_once(make_sandbox,
     for i, name in enumerate(names):
         (folder / name).write_bytes(os.urandom(1000 + i))
     journal = tmp_path / "journal.sqlite"
-    env = {
-        **os.environ,
-        "SOURCES__OCEAN_TRACKING__API_KEY": FULL_KEY,
-        "SOURCES__OCEAN_TRACKING__BASE_URL": relay.url(server.base_url),
-        "SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS": "0.05",
-        "SOURCES__OCEAN_TRACKING__LIMITER_PATH": str(tmp_path / "limiter.sqlite"),
-        "OCEAN_TRACKING_WRITEBACK_JOURNAL": str(journal),
-        "PYTHONPATH": str(REPO_ROOT),
-    }
+    env = cli_env(relay.url(server.base_url), tmp_path, OCEAN_TRACKING_WRITEBACK_JOURNAL=str(journal))
     command = [sys.executable, "-m", "pipelines", "upload-documents", str(folder),
                "--duckdb", str(tmp_path / "w.duckdb")]  # fmt: skip
     moments = random.Random(SEED)

@@ -5,7 +5,6 @@ none twice, none lost."""
 from __future__ import annotations
 
 import csv
-import os
 import random
 import signal
 import subprocess
@@ -16,13 +15,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import FULL_KEY
-from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS
+from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, cli_env
 from tests.writeback.conftest import routes, tracking_count
 
 pytestmark = pytest.mark.slow
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 ROWS = 50
 KILLS = 20
 SEED = 12
@@ -47,15 +44,7 @@ def test_killed_twenty_times_then_completed_creates_each_row_once(make_sandbox, 
     requests.post(f"{server.root_url}/_sandbox/faults",
                   json={"profile": "slow", "rate": 1.0, "seed": 0, "delay": 0.04}, timeout=10).raise_for_status()
     numbers = _batch(tmp_path / "batch.csv")
-    env = {
-        **os.environ,
-        "SOURCES__OCEAN_TRACKING__API_KEY": FULL_KEY,
-        "SOURCES__OCEAN_TRACKING__BASE_URL": server.base_url,
-        "SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS": "0.05",
-        "SOURCES__OCEAN_TRACKING__LIMITER_PATH": str(tmp_path / "limiter.sqlite"),
-        "OCEAN_TRACKING_WRITEBACK_JOURNAL": str(tmp_path / "journal.sqlite"),
-        "PYTHONPATH": str(REPO_ROOT),
-    }
+    env = cli_env(server.base_url, tmp_path, OCEAN_TRACKING_WRITEBACK_JOURNAL=str(tmp_path / "journal.sqlite"))
     command = [sys.executable, "-m", "pipelines", "create-tracking-requests", str(tmp_path / "batch.csv"),
                "--duckdb", str(tmp_path / "warehouse.duckdb")]  # fmt: skip
     moments = random.Random(SEED)
