@@ -75,7 +75,8 @@ def create_app(settings: Settings, world: Any = None, clock: Any = None) -> Star
         world=world, clock=clock,
         keys=KeyRing(settings.api_keys, settings.no_routing_keys, settings.revoked_keys),
         limiter=SlidingWindowLimiter(settings.rate_window, settings.limits),
-        faults=FaultInjector(settings.faults, settings.fault_rate, settings.fault_seed, settings.fault_delay),
+        faults=FaultInjector(settings.faults, settings.fault_rate, settings.fault_seed, settings.fault_delay,
+                             routes=settings.fail_routes),
         blobs=BlobStore(settings.signing_secret), speed=settings.speed,
     )
     app = Starlette(routes=all_routes(), exception_handlers={HTTPException: _http_exception,

@@ -11,6 +11,54 @@ from datetime import UTC, datetime
 DEFAULT_PORT = 8049
 DEFAULT_LIMITS = {"default": 100, "tracking_requests_create": 100, "infer_number": 200, "refresh": 10}
 FAULT_PROFILES = ("none", "5xx", "429", "slow", "reset", "truncated", "mixed")
+ROUTE_BODIES = ("json", "html")
+
+
+@dataclass(frozen=True)
+class RouteRule:
+    """One persistent fault: every /v2 request whose path matches the fnmatch glob `path` answers `status`
+    with a JSON:API (`json`) or a proxy-style HTML (`html`) error body, the way the live service sometimes
+    breaks one container's map for days. Validated on construction (ValueError)."""
+
+    path: str
+    status: int
+    body: str = "json"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, str) or not self.path or self.path[0] not in "/*?[":
+            raise ValueError(f"path must be a glob matched against the request path, such as "
+                             f"'/v2/containers/*/map_geojson'; got {self.path!r}")
+        if not isinstance(self.status, int) or isinstance(self.status, bool) or not 400 <= self.status <= 599:
+            raise ValueError(f"status must be an integer within 400..599; got {self.status!r}")
+        if self.body not in ROUTE_BODIES:
+            raise ValueError(f"body must be one of {', '.join(ROUTE_BODIES)}; got {self.body!r}")
+
+    @classmethod
+    def parse(cls, spec: str) -> RouteRule:
+        """A rule from the command-line form `PATTERN=STATUS[:json|:html]`."""
+        pattern, sep, rest = spec.rpartition("=")
+        status, _, body = rest.partition(":")
+        if not sep or not status.strip().isdigit():
+            raise ValueError(f"expected PATTERN=STATUS[:html], such as '/v2/containers/*/map_geojson=500'; "
+                             f"got {spec!r}")
+        return cls(pattern.strip(), int(status), body.strip() or "json")
+
+    @classmethod
+    def from_dict(cls, doc: object) -> RouteRule:
+        """A rule from the control endpoint's `{"path", "status", "body"?}` object; unknown keys are refused
+        so that a misspelt key cannot silently fall back to a default."""
+        if not isinstance(doc, dict):
+            raise ValueError(f"each rule must be an object with path, status and optional body; got {doc!r}")
+        unknown = set(doc) - {"path", "status", "body"}
+        if unknown:
+            raise ValueError(f"unknown rule keys {sorted(unknown)}; allowed: path, status, body")
+        if "path" not in doc or "status" not in doc:
+            raise ValueError("each rule needs path and status")
+        return cls(doc["path"], doc["status"], doc.get("body", "json"))
+
+    def as_dict(self) -> dict:
+        """The control endpoint's JSON form."""
+        return {"path": self.path, "status": self.status, "body": self.body}
 
 
 @dataclass
@@ -30,6 +78,7 @@ class Settings:
     fault_rate: float = 0.1
     fault_seed: int = 0
     fault_delay: float = 35.0
+    fail_routes: list[RouteRule] = field(default_factory=list)
     speed: float = 1.0
     start: datetime | None = None
     access_log: bool = False
@@ -67,6 +116,13 @@ def _shipments(value: str) -> int:
     return n
 
 
+def _fail_route(value: str) -> RouteRule:
+    try:
+        return RouteRule.parse(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `python -m sandbox` argument parser; every option falls back to a SANDBOX_* variable."""
     p = argparse.ArgumentParser(prog="python -m sandbox", description="Local Terminal49 API v2 simulator")
@@ -82,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fault-rate", type=float, default=float(_env("FAULT_RATE", "0.1")))
     p.add_argument("--fault-seed", type=int, default=int(_env("FAULT_SEED", "0")))
     p.add_argument("--fault-delay", type=float, default=float(_env("FAULT_DELAY", "35")))
+    p.add_argument("--fail-route", type=_fail_route, action="append", default=None,
+                   metavar="PATTERN=STATUS[:html]", help="every /v2 request whose path matches the glob answers "
+                   "STATUS (repeatable; SANDBOX_FAIL_ROUTES takes a comma-separated list)")
     p.add_argument("--speed", type=float, default=float(_env("SPEED", "1.0")))
     p.add_argument("--start", type=parse_iso, default=parse_iso(_env("START")) if _env("START") else None)
     p.add_argument("--access-log", action="store_true", default=_env("ACCESS_LOG") == "1")
@@ -90,14 +149,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def settings_from_args(argv: list[str] | None = None) -> Settings:
     """Build Settings from argv (None: sys.argv) plus environment; ensures at least one key exists."""
-    a = build_parser().parse_args(argv)
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    try:
+        fail_routes = a.fail_route or [RouteRule.parse(v) for v in _env_list("FAIL_ROUTES")]
+    except ValueError as exc:
+        parser.error(f"SANDBOX_FAIL_ROUTES: {exc}")
     s = Settings(
         host=a.host, port=a.port, seed=a.seed, shipments=a.shipments,
         api_keys=a.api_key or _env_list("API_KEYS"),
         no_routing_keys=a.api_key_no_routing or _env_list("API_KEYS_NO_ROUTING"),
         revoked_keys=a.revoked_key or _env_list("REVOKED_KEYS"),
         rate_window=a.rate_window, faults=a.faults, fault_rate=a.fault_rate, fault_seed=a.fault_seed,
-        fault_delay=a.fault_delay, speed=a.speed, start=a.start, access_log=a.access_log,
+        fault_delay=a.fault_delay, fail_routes=fail_routes, speed=a.speed, start=a.start,
+        access_log=a.access_log,
     )
     s.ensure_key()
     return s

@@ -1,6 +1,6 @@
 """Seeded fault injection for /v2 routes (never /_sandbox/): 5xx bursts, 429 storms with honest
 Retry-After, slow responses, connection resets and truncated bodies. Runs repeat for a given seed and
-request sequence."""
+request sequence. Route rules come first: a path matching one fails every time, with no randomness."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from http import HTTPStatus
 
-from .config import FAULT_PROFILES
+from .config import FAULT_PROFILES, RouteRule
 
 KINDS = ("5xx", "429", "slow", "reset", "truncated")
 _5XX = {500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
@@ -29,16 +31,19 @@ class Fault:
     status: int = 0
     retry_after: int = 0
     delay: float = 0.0
+    body: str = "json"
 
 
 class FaultInjector:
     """Decides per request whether to inject a fault; thread-safe and reconfigurable at runtime."""
 
     def __init__(self, profile: str = "none", rate: float = 0.1, seed: int = 0, delay: float = 35.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, routes: Iterable[RouteRule] = ()) -> None:
         self._clock = clock
         self._lock = threading.Lock()
+        self.routes: tuple[RouteRule, ...] = ()
         self.configure(profile, rate, seed, delay)
+        self.set_routes(routes)
 
     def configure(self, profile: str, rate: float, seed: int, delay: float) -> None:
         """Switch profile/rate/seed/delay and reset the RNG and any burst or storm in progress."""
@@ -53,14 +58,29 @@ class FaultInjector:
             self._storm_until = 0.0
             self._quiet_until = 0.0
 
+    def set_routes(self, routes: Iterable[RouteRule]) -> None:
+        """Replace every route rule at once (empty: none); the random profile and its RNG are untouched."""
+        rules = tuple(routes)
+        if not all(isinstance(r, RouteRule) for r in rules):
+            raise TypeError("routes must be RouteRule instances")
+        with self._lock:
+            self.routes = rules
+
     def describe(self) -> dict:
         """Current configuration, for the control endpoint."""
-        return {"profile": self.profile, "rate": self.rate, "seed": self.seed, "delay": self.delay}
-
-    def decide(self) -> Fault | None:
-        """The fault for the next /v2 request, or None. A 429 storm answers every request until it ends,
-        then a quiet period at least as long guarantees that a retry after Retry-After seconds succeeds."""
         with self._lock:
+            return {"profile": self.profile, "rate": self.rate, "seed": self.seed, "delay": self.delay,
+                    "routes": [r.as_dict() for r in self.routes]}
+
+    def decide(self, path: str = "") -> Fault | None:
+        """The fault for the next /v2 request to `path`, or None. The first route rule matching the path
+        answers it without consulting the random profile (nor advancing its RNG). A 429 storm answers every
+        request until it ends, then a quiet period at least as long guarantees that a retry after
+        Retry-After seconds succeeds."""
+        with self._lock:
+            rule = next((r for r in self.routes if fnmatchcase(path, r.path)), None)
+            if rule is not None:
+                return Fault("route", rule.status, body=rule.body)
             if self.profile == "none":
                 return None
             now = self._clock()
@@ -91,6 +111,19 @@ def _json(status: int, title: str, detail: str) -> bytes:
     return json.dumps({"errors": [{"status": str(status), "title": title, "detail": detail}]}).encode()
 
 
+def _html(status: int, title: str) -> bytes:
+    """A reverse proxy's bare error page (nginx's), as answered when the app behind it is unreachable."""
+    return (f"<html>\r\n<head><title>{status} {title}</title></head>\r\n<body>\r\n<center><h1>{status} {title}"
+            f"</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n").encode()
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
 class FaultMiddleware:
     """ASGI middleware applying FaultInjector decisions to paths under /v2."""
 
@@ -100,10 +133,16 @@ class FaultMiddleware:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/v2"):
             return await self.app(scope, receive, send)
-        fault = self.injector.decide()
+        fault = self.injector.decide(scope["path"])
         if fault is None:
             return await self.app(scope, receive, send)
         self.on_fault(fault.kind)
+        if fault.kind == "route":
+            title = _reason(fault.status)
+            if fault.body == "html":
+                return await _send(send, fault.status, _html(fault.status, title),
+                                   content_type=b"text/html; charset=utf-8")
+            return await _send(send, fault.status, _json(fault.status, title, "Simulated failure of this route."))
         if fault.kind == "5xx":
             return await _send(send, fault.status, _json(fault.status, _5XX[fault.status], "Simulated upstream failure."))
         if fault.kind == "429":
@@ -116,8 +155,9 @@ class FaultMiddleware:
         await _cut(self.app, scope, receive, send, reset=fault.kind == "reset")
 
 
-async def _send(send, status: int, body: bytes, extra: list | None = None) -> None:
-    headers = [(b"content-type", b"application/vnd.api+json"), (b"content-length", str(len(body)).encode())]
+async def _send(send, status: int, body: bytes, extra: list | None = None,
+                content_type: bytes = b"application/vnd.api+json") -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers + (extra or [])})
     await send({"type": "http.response.body", "body": body})
 

@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from ..config import RouteRule
 from .context import SandboxState
 
 
@@ -45,8 +46,23 @@ async def post_clock(request: Request) -> JSONResponse:
     return JSONResponse(_clock_doc(state))
 
 
+def _route_rules(raw: object) -> list[RouteRule]:
+    """The `routes` member of POST /_sandbox/faults as rules; ValueError naming the bad rule."""
+    if not isinstance(raw, list):
+        raise ValueError('routes must be a list of {"path", "status", "body"} objects')
+    rules = []
+    for i, doc in enumerate(raw):
+        try:
+            rules.append(RouteRule.from_dict(doc))
+        except ValueError as exc:
+            raise ValueError(f"routes[{i}]: {exc}") from None
+    return rules
+
+
 async def faults(request: Request) -> JSONResponse:
-    """GET/POST /_sandbox/faults {"profile","rate","seed","delay"}: switch fault injection at runtime."""
+    """GET/POST /_sandbox/faults {"profile","rate","seed","delay","routes"}: switch fault injection at
+    runtime. `routes` replaces every route rule (`[]` clears them); a body with only `routes` leaves the
+    random profile and its RNG as they are. Anything invalid answers 400 and changes nothing."""
     inj = _state(request).faults
     if request.method == "POST":
         body = await _body(request)
@@ -54,10 +70,14 @@ async def faults(request: Request) -> JSONResponse:
             return body
         cur = inj.describe()
         try:
-            inj.configure(str(body.get("profile", cur["profile"])), float(body.get("rate", cur["rate"])),
-                          int(body.get("seed", cur["seed"])), float(body.get("delay", cur["delay"])))
+            rules = _route_rules(body["routes"]) if "routes" in body else None
+            if rules is None or body.keys() & {"profile", "rate", "seed", "delay"}:
+                inj.configure(str(body.get("profile", cur["profile"])), float(body.get("rate", cur["rate"])),
+                              int(body.get("seed", cur["seed"])), float(body.get("delay", cur["delay"])))
         except (ValueError, TypeError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
+        if rules is not None:
+            inj.set_routes(rules)
     return JSONResponse(inj.describe())
 
 
