@@ -133,6 +133,14 @@ class TransportError(ApiError):
     """No HTTP response at all: connection refused/reset, timeout, after every retry was used up."""
 
 
+class NoResponseError(TransportError):
+    """The last attempt timed out (connect or read) when the attempts or the request deadline ran out: the
+    service is down or hung.
+
+    Its own type because it says something about the service, not about one request: whoever isolates
+    per-item failures can stop the whole run instead of waiting out the deadline once per item."""
+
+
 class WriteOutcomeUnknownError(TransportError):
     """A non-idempotent write failed in transit: the service may or may not have applied it."""
 
@@ -140,6 +148,26 @@ class WriteOutcomeUnknownError(TransportError):
         "The request may have reached the service before the connection failed, so the write may or may "
         "not have happened. Check the current state (e.g. list the tracking requests) before sending it "
         "again, or retry with retry_safe=True only if a duplicate is harmless."
+    )
+
+
+def transport_error(
+    kind: str, *, timed_out: bool, attempts: int, seconds: float, host: str, method: str, path: str
+) -> TransportError:
+    """The error for a request that got no HTTP response after its retries (`kind`: the last exception's
+    class name), in one line saying what happened and what to do: timeouts are NoResponseError (the service
+    is not answering), anything else (refused, reset, DNS) a TransportError about reaching the host. `host`
+    is the host alone: never a query string, never the key."""
+    if timed_out:
+        return NoResponseError(
+            f"no response within {seconds:.0f} s ({attempts} attempt(s), {kind}): the service is not answering; "
+            f"check that {host} is up, or try again later",
+            method=method, path=path,
+        )
+    return TransportError(
+        f"could not get a response ({kind}) after {attempts} attempt(s) in {seconds:.0f} s; check that {host} "
+        "is reachable from this machine, or try again later",
+        method=method, path=path,
     )
 
 

@@ -8,7 +8,8 @@ inside the retried `send`, so *every attempt*, retries included, draws from the 
 retries would bypass it; dlt's adapter has them off); (2) the retry decision depends on the method: dlt
 retries POST on 5xx/connection errors, which could create a tracking request twice, so here a POST is
 retried only on 429 (refused, nothing written), when the connection was never opened, or when the caller
-passes `retry_safe=True`. Jitter is added to the exponential backoff.
+passes `retry_safe=True`. Jitter is added to the backoff (`_Backoff`); retries stop at `max_attempts` or when
+the next attempt could end past `request_deadline` (`RetryingClient._stop`), so a hung service fails in time.
 dlt's `RESTClient` is not used: its `paginate` raises plain `HTTPError` from a response hook, which the
 error mapping here (typed JSON:API errors, the key masked) could not tell apart.
 
@@ -20,38 +21,38 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import IO, Any
 from urllib.parse import urljoin, urlparse, urlunparse
 
 import requests
-import urllib3.exceptions
-from dlt.sources.helpers.requests.retry import Client, retry_if_predicate, wait_exponential_retry_after
+from dlt.sources.helpers.requests.retry import wait_exponential_retry_after
 from dlt.sources.helpers.requests.session import Session
 from requests.auth import AuthBase
-from requests.exceptions import ChunkedEncodingError, ConnectTimeout, ContentDecodingError, Timeout
+from requests.exceptions import ChunkedEncodingError, ContentDecodingError, Timeout
 from requests.utils import rewind_body
-from tenacity import RetryCallState, Retrying, stop_after_attempt, wait_random
 
 from pipelines.api.config import ApiKey, Settings, load_settings
 from pipelines.api.ratelimit import SlidingWindowLimiter, bucket_for
+from pipelines.api.retry import RetryingClient, excuse, never_sent, parsed_body
 from pipelines.errors import (
     ApiError,
     MalformedResponseError,
-    TransportError,
     WriteOutcomeUnknownError,
     describe_body,
     error_from_response,
+    transport_error,
 )
 
 logger = logging.getLogger(__name__)
 
 JSONAPI = "application/vnd.api+json"
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "PATCH", "DELETE"})
-RETRYABLE_EXCEPTIONS = (requests.ConnectionError, Timeout, ChunkedEncodingError, ContentDecodingError)
 EXTERNAL = "external"
 
 
@@ -82,49 +83,6 @@ def _origin(url: str) -> str:
     return f"{parsed.scheme.lower()}://{parsed.netloc.lower()}"
 
 
-def _never_sent(exc: BaseException) -> bool:
-    """True when the connection failed before any byte of the request could reach the server."""
-    if isinstance(exc, ConnectTimeout):
-        return True
-    reason = getattr(exc.args[0], "reason", None) if exc.args else None
-    return isinstance(reason, urllib3.exceptions.NewConnectionError | urllib3.exceptions.NameResolutionError)
-
-
-def _parsed_body(response: requests.Response) -> Any:
-    """The JSON body, parsed once and cached on the response; raises ValueError when it is not JSON."""
-    cached = getattr(response, "_t49_json", _MISSING)
-    if cached is _MISSING:
-        cached = json.loads(response.content) if response.content else None
-        response._t49_json = cached  # type: ignore[attr-defined]
-    return cached
-
-
-_MISSING = object()
-
-
-def _unparseable(response: requests.Response) -> bool:
-    try:
-        _parsed_body(response)
-    except ValueError:
-        return True
-    return False
-
-
-def _should_retry(response: requests.Response | None, exception: BaseException | None) -> bool:
-    request = response.request if response is not None else getattr(exception, "request", None)
-    safe = bool(getattr(request, "t49_retry_safe", False))
-    if exception is not None:
-        return isinstance(exception, RETRYABLE_EXCEPTIONS) and (safe or _never_sent(exception))
-    if response is None:
-        return False
-    status = response.status_code
-    if status == 429:
-        return True  # refused before processing: safe for every method
-    if status >= 500:
-        return safe
-    return 200 <= status < 300 and safe and _unparseable(response)
-
-
 class _Stats:
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -136,64 +94,8 @@ class _Stats:
 
     def as_dict(self) -> dict[str, Any]:
         with self.lock:
-            return {
-                "requests": dict(self.requests),
-                "retries": self.retries,
-                "responses_429": self.responses_429,
-                "wait_seconds": dict(self.wait_seconds),
-                "retry_sleep_seconds": self.retry_sleep_seconds,
-            }
-
-
-class _LimitedSession(Session):
-    """dlt's Session whose `send` (the thing tenacity retries) goes through the client's attempt hook."""
-
-    def __init__(self, hook: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._hook = hook
-
-    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
-        return self._hook(lambda: Session.send(self, request, **kwargs), request)
-
-
-class _RetryingClient(Client):
-    """dlt Client with the method-aware, limiter-inside retry described in the module docstring."""
-
-    def __init__(self, hook: Any, settings: Settings, stats: _Stats, max_connections: int) -> None:
-        self._hook = hook
-        self._settings = settings
-        self._stats = stats
-        super().__init__(
-            request_timeout=(settings.connect_timeout, settings.read_timeout),
-            max_connections=max_connections,
-            raise_for_status=False,
-            request_max_attempts=settings.max_attempts,
-            request_backoff_factor=settings.backoff_factor,
-            request_max_retry_delay=settings.max_retry_delay,
-        )
-
-    def _make_session(self) -> Session:
-        session = _LimitedSession(self._hook, **self._session_kwargs)
-        session.mount("http://", self._adapter)
-        session.mount("https://", self._adapter)
-        s = self._settings
-        retry = Retrying(
-            wait=wait_exponential_retry_after(multiplier=s.backoff_factor, max=s.max_retry_delay)
-            + wait_random(0, max(s.backoff_factor, 0.0)),
-            retry=retry_if_predicate(_should_retry),
-            stop=stop_after_attempt(s.max_attempts),
-            reraise=True,
-            retry_error_callback=lambda state: state.outcome.result(),
-            before_sleep=self._before_sleep,
-        )
-        session.send = retry.wraps(session.send)  # type: ignore[method-assign]
-        return session
-
-    def _before_sleep(self, state: RetryCallState) -> None:
-        delay = state.next_action.sleep if state.next_action else 0.0
-        with self._stats.lock:
-            self._stats.retry_sleep_seconds += delay
-        logger.info("retrying in %.2f s (attempt %d failed)", delay, state.attempt_number)
+            return {"requests": dict(self.requests), "retries": self.retries, "responses_429": self.responses_429,
+                    "wait_seconds": dict(self.wait_seconds), "retry_sleep_seconds": self.retry_sleep_seconds}
 
 
 class OceanTrackingClient:
@@ -204,11 +106,7 @@ class OceanTrackingClient:
     """
 
     def __init__(
-        self,
-        settings: Settings | None = None,
-        *,
-        limiter: SlidingWindowLimiter | None = None,
-        max_connections: int = 10,
+        self, settings: Settings | None = None, *, limiter: SlidingWindowLimiter | None = None, max_connections: int = 10
     ) -> None:
         self.settings = settings or load_settings()
         self.base_url = self.settings.base_url.rstrip("/")
@@ -223,8 +121,9 @@ class OceanTrackingClient:
         self._auth = TokenAuth(self.settings.api_key, self._origin)
         self._stats = _Stats()
         self._server_date: datetime | None = None
-        self._http = _RetryingClient(self._attempt, self.settings, self._stats, max_connections)
+        self._http = RetryingClient(self._attempt, self.settings, self._stats, max_connections)
         self._rebase_warned = False
+        self._attempt_cap = threading.local()
 
     def __repr__(self) -> str:
         return f"OceanTrackingClient(base_url={self.base_url!r}, key={self.settings.api_key!r})"
@@ -269,8 +168,7 @@ class OceanTrackingClient:
             if canonical in seen:
                 raise MalformedResponseError(
                     f"links.next repeats a page already fetched ({urlparse(canonical).path}?"
-                    f"{urlparse(canonical).query}); stopping to avoid an endless loop",
-                    method="GET",
+                    f"{urlparse(canonical).query}); stopping to avoid an endless loop", method="GET",
                     path=urlparse(url).path,
                 )
             seen.add(canonical)
@@ -322,6 +220,18 @@ class OceanTrackingClient:
         with self._stats.lock:
             return self._server_date
 
+    @contextmanager
+    def attempts_at_most(self, attempts: int) -> Iterator[None]:
+        """Within the block, requests of this thread try at most `attempts` times (the deadline still
+        applies). For an item that failed its full retries in the last sync: asking again is worth a
+        request or two, not another minute of retries."""
+        previous = getattr(self._attempt_cap, "value", None)
+        self._attempt_cap.value = attempts
+        try:
+            yield
+        finally:
+            self._attempt_cap.value = previous
+
     def stats(self) -> dict[str, Any]:
         """Counters since creation: requests sent per bucket (attempts, retries included), retries, 429s
         received, limiter wait seconds per bucket, seconds slept between retries."""
@@ -357,6 +267,7 @@ class OceanTrackingClient:
             if getattr(request, "_body_position", None) is not None:
                 rewind_body(request)
         waited, slot = self.limiter.acquire_slot(bucket) if bucket else (0.0, None)
+        excuse(request, waited)
         with self._stats.lock:
             self._stats.requests[bucket or EXTERNAL] += 1
             if bucket:
@@ -367,7 +278,7 @@ class OceanTrackingClient:
         except requests.RequestException as exc:
             if exc.request is None:
                 exc.request = request
-            logger.warning("%s: %s (attempt %d)", label, type(exc).__name__, attempt)
+            logger.info("%s: %s (attempt %d)", label, type(exc).__name__, attempt)
             raise
         finally:
             if slot is not None:
@@ -375,7 +286,8 @@ class OceanTrackingClient:
         if response.status_code == 429:
             with self._stats.lock:
                 self._stats.responses_429 += 1
-        level = logging.WARNING if response.status_code == 429 or response.status_code >= 500 else logging.DEBUG
+        status = response.status_code  # a 429 means someone else spends the budget; a retried 5xx is no news
+        level = logging.WARNING if status == 429 else logging.INFO if status >= 500 else logging.DEBUG
         logger.log(level, "%s -> %d (attempt %d)", label, response.status_code, attempt)
         if bucket:
             self._note_server_date(response.headers.get("Date"))
@@ -410,6 +322,7 @@ class OceanTrackingClient:
         session = self._http.session
         prepared = session.prepare_request(request)
         prepared.t49_retry_safe = retry_safe or method in IDEMPOTENT  # type: ignore[attr-defined]
+        prepared.t49_max_attempts = getattr(self._attempt_cap, "value", None)  # type: ignore[attr-defined]
         prepared.t49_bucket = bucket_for(method, url)  # type: ignore[attr-defined]
         path = urlparse(url).path
         response = self._send(session, prepared, method, path, retry_safe=prepared.t49_retry_safe)  # type: ignore[attr-defined]
@@ -418,27 +331,24 @@ class OceanTrackingClient:
     def _send(
         self, session: Session, prepared: requests.PreparedRequest, method: str, path: str, *, retry_safe: bool
     ) -> requests.Response:
+        started = time.monotonic()
         try:
             return session.send(prepared, allow_redirects=False)
         except (ChunkedEncodingError, ContentDecodingError) as exc:
             if method in IDEMPOTENT or retry_safe:
-                raise MalformedResponseError(
-                    "the response body was cut off (truncated) on every attempt", method=method, path=path
-                ) from None
-            raise WriteOutcomeUnknownError(
-                "the response was cut off after the request was sent", method=method, path=path
-            ) from exc
+                raise MalformedResponseError("the response body was cut off (truncated) on every attempt",
+                                             method=method, path=path) from None
+            raise WriteOutcomeUnknownError("the response was cut off after the request was sent",
+                                           method=method, path=path) from exc
         except requests.RequestException as exc:
             kind = type(exc).__name__
-            if not (method in IDEMPOTENT or retry_safe) and not _never_sent(exc):
-                raise WriteOutcomeUnknownError(
-                    f"{kind} during a non-idempotent request", method=method, path=path
-                ) from None
-            raise TransportError(
-                f"could not get a response ({kind}) after {getattr(prepared, 't49_attempt', 1)} attempt(s); "
-                "check that the base URL is reachable",
-                method=method,
-                path=path,
+            if not (method in IDEMPOTENT or retry_safe) and not never_sent(exc):
+                raise WriteOutcomeUnknownError(f"{kind} during a non-idempotent request",
+                                               method=method, path=path) from None
+            raise transport_error(
+                kind, timed_out=isinstance(exc, Timeout), attempts=getattr(prepared, "t49_attempt", 1),
+                seconds=time.monotonic() - started, host=urlparse(prepared.url or "").netloc.rpartition("@")[2],
+                method=method, path=path,
             ) from None
 
     def _document(
@@ -447,9 +357,8 @@ class OceanTrackingClient:
         status = response.status_code
         ctype = response.headers.get("Content-Type")
         if status >= 300:
-            retry_after = _retry_after(response)
             raise error_from_response(
-                status, response.content, ctype, method=method, path=path, retry_after=retry_after
+                status, response.content, ctype, method=method, path=path, retry_after=_retry_after(response)
             )
         if not response.content:
             if empty_ok:
@@ -457,21 +366,17 @@ class OceanTrackingClient:
             raise MalformedResponseError("an empty body where a JSON:API document was expected", status=status,
                                          method=method, path=path)
         try:
-            document = _parsed_body(response)
+            document = parsed_body(response)
         except ValueError:
             raise MalformedResponseError(
                 describe_body(response.content, ctype), status=status, method=method, path=path
             ) from None
         if not isinstance(document, dict):
-            raise MalformedResponseError(
-                f"a JSON {type(document).__name__} instead of a JSON:API document object",
-                status=status, method=method, path=path,
-            )
+            raise MalformedResponseError(f"a JSON {type(document).__name__} instead of a JSON:API document object",
+                                         status=status, method=method, path=path)
         return document
 
 
 def _retry_after(response: requests.Response) -> float | None:
     header = response.headers.get("Retry-After")
-    if not header:
-        return None
-    return wait_exponential_retry_after()._parse_retry_after(header)
+    return wait_exponential_retry_after()._parse_retry_after(header) if header else None

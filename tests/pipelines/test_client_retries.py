@@ -1,8 +1,10 @@
-"""Retries over real loopback HTTP: 429 + Retry-After, 5xx, truncated bodies, dropped connections, POST safety."""
+"""Retries over real loopback HTTP: 429 + Retry-After, 5xx, truncated bodies, dropped connections, POST safety,
+and the request deadline that bounds them (a hung server fails in time)."""
 
 from __future__ import annotations
 
 import socket
+import time
 
 import pytest
 
@@ -124,3 +126,64 @@ def test_refused_connection_post_is_retried_then_transport_error(tmp_path):
         client.post("tracking_requests", {"data": {}})
     assert not isinstance(info.value, errors.WriteOutcomeUnknownError)
     assert client.stats()["retries"] == 1
+
+
+# ---- the request deadline ------------------------------------------------------------------------------
+
+
+def test_a_hung_server_fails_at_the_deadline_not_after_every_attempt(tmp_path):
+    # A listening socket that nobody accepts from: the kernel completes the handshake, nothing ever answers.
+    # Attempt 1 times out at 0.3 s; attempt 2 starts after ~0.1 s (0.3 + 0.1 + 0.5 <= 1.2); a third, after a
+    # sleep of >= 0.1 s, could end at 0.65 + 0.1 + 0.5 > 1.2, so it is never started.
+    with socket.create_server(("127.0.0.1", 0), backlog=64) as silent:
+        settings = load_settings(
+            api_key=TEST_KEY, base_url=f"http://127.0.0.1:{silent.getsockname()[1]}/v2", max_attempts=10,
+            backoff_factor=0.05, connect_timeout=0.2, read_timeout=0.3, request_deadline=1.2,
+            limiter_path=tmp_path / "l.sqlite",
+        )
+        client = OceanTrackingClient(settings)
+        started = time.monotonic()
+        with pytest.raises(errors.NoResponseError) as info:
+            client.get("shipments")
+        took = time.monotonic() - started
+
+    assert took < 1.2
+    assert client.stats()["requests"] == {"default": 2}
+    message = str(info.value)
+    assert "\n" not in message and "not answering" in message and "2 attempt(s)" in message
+    assert TEST_KEY not in message
+
+
+def test_a_deadline_stops_retrying_fast_5xx_before_the_attempts_run_out(api_server, make_client):
+    api_server.script("GET", "/shipments", *[Reply(503, BOOM)] * 50)
+    client = make_client(max_attempts=50, backoff_factor=0.1, connect_timeout=0.1, read_timeout=0.2,
+                         request_deadline=0.8)
+    started = time.monotonic()
+    with pytest.raises(errors.UpstreamError):
+        client.get("shipments")
+    assert time.monotonic() - started < 0.8
+    assert 2 <= len(api_server.seen()) < 50
+
+
+def test_the_attempt_cap_still_applies_within_a_long_deadline(api_server, make_client):
+    api_server.script("GET", "/shipments", *[Reply(500, BOOM)] * 6)
+    with pytest.raises(errors.UpstreamError):
+        make_client(max_attempts=4, request_deadline=600).get("shipments")
+    assert len(api_server.seen()) == 4
+
+
+def test_a_retry_after_wait_does_not_spend_the_deadline(api_server, make_client):
+    # Counted, the 1 s Retry-After would leave no room in the 1 s deadline for the retry after the 503.
+    api_server.script(
+        "GET", "/shipments", Reply(429, TOO_MANY, {"Retry-After": "1"}), Reply(503, BOOM), Reply(body=OK)
+    )
+    client = make_client(connect_timeout=0.2, read_timeout=0.3, request_deadline=1.0)
+    assert client.get("shipments") == OK
+    assert client.stats()["responses_429"] == 1 and client.stats()["retries"] == 2
+
+
+def test_the_deadline_is_a_setting_like_the_others(monkeypatch):
+    monkeypatch.setenv("SOURCES__OCEAN_TRACKING__REQUEST_DEADLINE", "42")
+    assert load_settings(api_key=TEST_KEY).request_deadline == 42.0
+    with pytest.raises(errors.ConfigurationError, match="request_deadline"):
+        load_settings(api_key=TEST_KEY, request_deadline=0)
