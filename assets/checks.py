@@ -4,6 +4,7 @@
   with broken keys do not run in the same run);
 - relationships: the `<relationship>_id` columns resolve to a loaded row;
 - geometries: `st_isvalid` on `map_features_geo` (null geometries counted apart, not failures);
+- sync issues: a warning when an item skipped by the syncs (`sync_issues`) has failed for over a day;
 - freshness, two ways: `warehouse_loaded_recently` reads dlt's own `_dlt_loads` (it sees loads made
   outside Dagster too, e.g. `python -m pipelines sync`), and every ingest asset carries a Dagster
   `FreshnessPolicy.time_window` (set by the translator in `assets.ingest`) that Dagster evaluates
@@ -172,6 +173,37 @@ def check_loaded_recently(con: duckdb.DuckDBPyConnection, schema: str) -> dg.Ass
     )
 
 
+ITEM_FAILING_WARN_AFTER = timedelta(days=1)
+
+
+def check_item_issues(con: duckdb.DuckDBPyConnection, schema: str) -> dg.AssetCheckResult:
+    """Warn when an item the syncs skip has failed for more than a day: a failure that long is no passing
+    fault of the service but something to report to it (or a container gone wrong)."""
+    if not table_exists(con, schema, "sync_issues"):
+        return dg.AssetCheckResult(passed=True, metadata={"failing_items": 0}, description="no item ever failed")
+    rows = con.execute(
+        f"""select resource, item_id, http_status, message, first_seen_at, attempts
+            from {schema}.sync_issues where not coalesce(resolved, false) order by first_seen_at, resource, item_id"""
+    ).fetchall()
+    now = datetime.now(UTC)
+    stale = [row for row in rows if now - row[4].astimezone(UTC) > ITEM_FAILING_WARN_AFTER]
+    sample = [
+        {"resource": r, "item_id": i, "http_status": status, "message": m, "first_seen_at": f.isoformat(), "attempts": a}
+        for r, i, status, m, f, a in stale[:10]
+    ]
+    return dg.AssetCheckResult(
+        passed=not stale,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"{len(stale)} item(s) failing for over a day" if stale else None,
+        metadata={
+            "failing_items": len(rows),
+            "failing_over_a_day": len(stale),
+            "oldest_first_seen_at": rows[0][4].astimezone(UTC).isoformat() if rows else "",
+            "failing_over_a_day_sample": dg.MetadataValue.json(sample),
+        },
+    )
+
+
 Evaluator = Callable[[duckdb.DuckDBPyConnection, str], dg.AssetCheckResult]
 
 
@@ -199,22 +231,16 @@ def _catalog() -> dict[dg.AssetCheckKey, tuple[dg.AssetCheckSpec, Evaluator]]:
             ),
             partial(check_relationship, rel=rel),
         ))
-    entries.append((
-        dg.AssetCheckSpec(
-            "geometries_valid",
-            asset=asset_key("map_features"),
-            description="st_isvalid on every non-null geometry of map_features_geo; nulls counted apart",
-        ),
-        check_geometries,
-    ))
-    entries.append((
-        dg.AssetCheckSpec(
-            "warehouse_loaded_recently",
-            asset=asset_key("shipments"),
-            description="the last successful dlt load (_dlt_loads, status 0) is recent",
-        ),
-        check_loaded_recently,
-    ))
+    table_checks: tuple[tuple[str, str, str, Evaluator], ...] = (
+        ("geometries_valid", "map_features",
+         "st_isvalid on every non-null geometry of map_features_geo; nulls counted apart", check_geometries),
+        ("warehouse_loaded_recently", "shipments",
+         "the last successful dlt load (_dlt_loads, status 0) is recent", check_loaded_recently),
+        ("no_item_failing_over_a_day", "sync_issues",
+         "no item skipped by the syncs (sync_issues) has failed for more than a day (warns)", check_item_issues),
+    )  # fmt: skip
+    for name, table, description, evaluate in table_checks:
+        entries.append((dg.AssetCheckSpec(name, asset=asset_key(table), description=description), evaluate))
     return {spec.key: (spec, evaluate) for spec, evaluate in entries}
 
 

@@ -49,7 +49,10 @@ TABLE_DEPS: dict[str, tuple[str, ...]] = {
     "tracking_requests": ("shipments", "parties"),
     "parties": (),
     "shipping_lines": (),
+    "sync_issues": (),
 }
+# Tables the source writes that are no resource of it (written alongside the resources that fetch items).
+SIDE_TABLES = frozenset({"sync_issues"})
 
 DESCRIPTIONS = {
     "shipments": "Shipments (bills of lading / bookings), merged on id; one page per 100 shipments.",
@@ -63,6 +66,8 @@ DESCRIPTIONS = {
     "tracking_requests": "Tracking requests, incremental on `updated_at` (5-minute lag window).",
     "parties": "Customers (parties) of the account.",
     "shipping_lines": "Shipping lines (carriers) and their SCACs.",
+    "sync_issues": "Items (a map, a container's events, a terminal, port or vessel) that failed after their "
+    "retries and were skipped: one row each while it fails, deleted when a sync fetches it again.",
 }
 
 
@@ -145,6 +150,7 @@ def ocean_tracking_assets(
     """Load the selected tables in one dlt run (finishing an interrupted one first) and report rows,
     columns and the API spend."""
     # dlt and the source are imported when a run needs them, not when the definitions load
+    from pipelines.extract.item_issues import TooManyItemFailuresError, raise_if_excessive
     from pipelines.extract.source import ocean_tracking
     from pipelines.sync import load_account
     from pipelines.warehouse.destinations import make_pipeline
@@ -156,12 +162,16 @@ def ocean_tracking_assets(
         source = ocean_tracking(
             client=client, include_maps=config.include_maps, map_refresh_seconds=config.map_refresh_seconds
         )
-        if len(tables) < len(INGEST_KEYS):
-            source = source.with_resources(*tables)
-        info, finished_pending = load_account(pipeline, source, target)
+        resources = [table for table in tables if table not in SIDE_TABLES]
+        if resources and len(tables) < len(INGEST_KEYS):
+            source = source.with_resources(*resources)
+        loaded = load_account(pipeline, source, target)
         spent = api_metadata(client.stats())
-    if finished_pending:
+    if loaded.finished_pending_load:
         context.log.warning("Finished the load an interrupted run had left pending before this one.")
+    if warning := loaded.issues.warning():
+        context.log.warning(warning)
+    info = loaded.load_info
     row_counts = table_row_counts(target.duckdb_path, target.dataset_name)
     context.log.info("API requests spent: %s", json.dumps(spent["api_requests_by_bucket"].value))
     schema = pipeline.default_schema
@@ -176,3 +186,8 @@ def ocean_tracking_assets(
                 **spent,
             },
         )
+    # after the materializations: what arrived is loaded and reported, and the run still fails
+    try:
+        raise_if_excessive(loaded.issues)
+    except TooManyItemFailuresError as error:
+        raise dg.Failure(description=str(error)) from None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import threading
 import time
@@ -26,8 +27,16 @@ from rich.text import Text
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.errors import PipelineError
+from pipelines.extract.item_issues import raise_if_excessive
 from pipelines.geo.geoparquet import export_map_features_geoparquet
-from pipelines.settings import API_KEY_ENV, DEFAULT_BASE_URL, duckdb_path, geoparquet_path, lake_url
+from pipelines.settings import (
+    API_KEY_ENV,
+    DATASET_NAME,
+    DEFAULT_BASE_URL,
+    duckdb_path,
+    geoparquet_path,
+    lake_url,
+)
 from pipelines.sync import SyncResult, sync_account
 from pipelines.warehouse.destinations import Target, resolve_target
 from pipelines.writeback.cli import register as register_writeback
@@ -55,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="duckdb (default), filesystem (Parquet/Delta lake) or any dlt destination name",
     )
     sync.add_argument("--lake-url", default=str(lake_url()), help="bucket URL for --destination filesystem")
+    sync.add_argument(
+        "--dataset",
+        default=DATASET_NAME,
+        help=f"dataset (schema) of the raw tables (default {DATASET_NAME}); give each account its own",
+    )
     sync.add_argument("--no-maps", action="store_true", help="skip route maps")
     sync.add_argument("--no-models", action="store_true", help="load the raw tables only")
     sync.add_argument("--geoparquet", type=Path, default=geoparquet_path(), help="where to write the map features")
@@ -67,22 +81,25 @@ def build_parser() -> argparse.ArgumentParser:
 def run_sync(args: argparse.Namespace) -> int:
     """Run one sync and print the summary."""
     settings = load_settings(api_key=args.api_key, base_url=args.base_url, rate_window_seconds=args.rate_window)
-    target = resolve_target(args.destination, duckdb_file=args.duckdb, lake=args.lake_url)
+    target = resolve_target(args.destination, duckdb_file=args.duckdb, lake=args.lake_url, dataset_name=args.dataset)
     started = time.monotonic()
     show_progress = not args.no_progress and sys.stderr.isatty()
     with OceanTrackingClient(settings) as client, live_stats(client.stats, enabled=show_progress):
         result = sync_account(client, target, include_maps=not args.no_maps, models=not args.no_models)
     print_summary(target, result, time.monotonic() - started)
     if target.duckdb_path is not None and not args.no_maps:
-        written = export_map_features_geoparquet(target.duckdb_path, args.geoparquet)
+        written = export_map_features_geoparquet(target.duckdb_path, args.geoparquet, target.dataset_name)
         if written:
             console.print(f"GeoParquet of the map features: {written}")
+    raise_if_excessive(result.loaded.issues)
+    if warning := result.loaded.issues.warning():
+        errors.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     return 0
 
 
 def print_summary(target: Target, result: SyncResult, seconds: float) -> None:
     """Rows per table and model, then what the sync spent of the rate budget."""
-    if result.finished_pending_load:
+    if result.loaded.finished_pending_load:
         console.print("Finished the load an interrupted sync had left pending, then synced afresh.")
     if target.duckdb_path is not None:
         counts = Table(title=f"Rows in {target.duckdb_path}")
@@ -140,8 +157,10 @@ def live_stats(read_stats: Callable[[], dict[str, Any]], enabled: bool = True):
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m pipelines` and the `ocean-tracking` script."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    # dlt warns about every column that is still all-null; the live service has many of those.
-    logging.getLogger("dlt").setLevel(logging.ERROR)
+    # dlt warns about every column that is still all-null; the live service has many of those. dlt sets its
+    # logger's level from its runtime config when a pipeline starts, so the level is set there (a user's
+    # RUNTIME__LOG_LEVEL still wins).
+    os.environ.setdefault("RUNTIME__LOG_LEVEL", "ERROR")
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)

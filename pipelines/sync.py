@@ -2,8 +2,10 @@
 
 `load_account` owns `pipeline.run`: it first finishes a load an interrupted run left behind (dlt keeps
 the package; its own `run` would load that package and return without extracting), then extracts,
-normalizes and loads afresh, then refreshes the derived views. `sync_account` adds what the CLI does
-after a load and Dagster does as downstream assets: the analytics models.
+normalizes and loads afresh, then refreshes the derived views. Per-item requests that failed after their
+retries were skipped and recorded (`sync_issues`); the load reports them, and fails the sync after loading
+when too many failed (`pipelines.extract.item_issues`). `sync_account` adds what the CLI does after a load
+and Dagster does as downstream assets: the analytics models.
 """
 
 from __future__ import annotations
@@ -15,25 +17,36 @@ from typing import Any
 
 import dlt
 from dlt.common.pipeline import LoadInfo
+from dlt.pipeline.exceptions import PipelineStepFailed
 from dlt.sources import DltSource
 
 from pipelines.api.client import OceanTrackingClient
+from pipelines.extract.item_issues import ItemIssuesReport, issues_of_load
 from pipelines.extract.source import history_without_scd2, ocean_tracking
-from pipelines.settings import ANALYTICS_SCHEMA
+from pipelines.settings import ANALYTICS_SCHEMA, SOURCE_NAME
 from pipelines.warehouse.destinations import Target, make_pipeline
+from pipelines.warehouse.locks import connect_waiting, locked_error
 from pipelines.warehouse.models import build_models
 from pipelines.warehouse.tables import connect, create_geometry_view, table_row_counts
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class SyncResult:
-    """What one sync did: dlt's load info, whether it first finished an interrupted load, the API spend,
-    rows per raw table and per model (embedded DuckDB only)."""
+@dataclass(frozen=True)
+class Loaded:
+    """What `load_account` did: dlt's load info, whether it first finished an interrupted load, and the
+    items that failed (skipped, listed in `sync_issues`)."""
 
     load_info: LoadInfo
     finished_pending_load: bool
+    issues: ItemIssuesReport
+
+
+@dataclass
+class SyncResult:
+    """What one sync did: the load, the API spend, rows per raw table and per model (embedded DuckDB only)."""
+
+    loaded: Loaded
     api_stats: dict[str, Any]
     row_counts: dict[str, int] = field(default_factory=dict)
     model_rows: dict[str, int] = field(default_factory=dict)
@@ -44,25 +57,52 @@ def finish_pending_load(pipeline: dlt.Pipeline) -> bool:
     if not pipeline.has_pending_data:
         return False
     logger.warning("Finishing the load an interrupted sync left in %s before extracting afresh.", pipeline.working_dir)
+    finish_normalize_commit(pipeline)
     pipeline.normalize()
     pipeline.load()
     return True
 
 
-def load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target) -> tuple[LoadInfo, bool]:
+def finish_normalize_commit(pipeline: dlt.Pipeline) -> None:
+    """Complete a normalize step killed while it committed (dlt issue #4446).
+
+    dlt commits a normalized package by renaming it into the load folder, then deleting its extracted copy.
+    A kill between the two leaves both copies, and every later normalize fails on the rename ("Directory
+    not empty"). The rename is atomic, so the normalized copy is whole; deleting the extracted copy finishes
+    dlt's own commit. Dropping the package instead would lose the state it carries."""
+    committed = set(pipeline.list_extracted_load_packages()) & set(pipeline.list_normalized_load_packages())
+    if committed:
+        extracted = pipeline._get_normalize_storage().extracted_packages  # no public call deletes one
+        for load_id in sorted(committed):
+            logger.warning("Finishing the commit of normalized package %s that an interrupted sync left.", load_id)
+            extracted.delete_package(load_id)
+
+
+def load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target) -> Loaded:
     """Load one sync of `source` into `target`: finish a pending load, extract afresh, refresh the views.
 
-    Returns dlt's load info and whether an interrupted load was finished first."""
-    finished = finish_pending_load(pipeline)
+    The caller decides when a sync with too many failed items fails (`raise_if_excessive`): after it has
+    reported what loaded. An embedded warehouse another process holds is waited for (bounded) before any
+    request is spent, and reported as held, not as dlt's connection failure."""
+    if target.duckdb_path is not None:
+        connect_waiting(target.duckdb_path).close()
     if target.table_format:
         for resource in source.resources.values():
             resource.apply_hints(table_format=target.table_format)
         history_without_scd2(source)
-    info = pipeline.run(source, loader_file_format="parquet")
+    try:
+        finished = finish_pending_load(pipeline)
+        info = pipeline.run(source, loader_file_format="parquet")
+    except PipelineStepFailed as error:
+        locked = locked_error(error, target.duckdb_path) if target.duckdb_path is not None else None
+        if locked is not None:
+            raise locked from None
+        raise
     info.raise_on_failed_jobs()
     if target.duckdb_path is not None:
         create_geometry_view(target.duckdb_path, target.dataset_name)
-    return info, finished
+    source_state = pipeline.state.get("sources", {}).get(SOURCE_NAME, {})
+    return Loaded(info, finished, issues_of_load(source_state, info.loads_ids))
 
 
 def sync_account(
@@ -77,11 +117,11 @@ def sync_account(
     """Extract the whole account through `client` into `target`, then build the analytics models.
 
     Models are built on the embedded DuckDB target (they are DuckDB SQL); other destinations get the raw
-    tables only."""
+    tables only. Too many failed items do not raise here: the caller reports the sync, then calls
+    `raise_if_excessive(result.loaded.issues)`."""
     pipeline = make_pipeline(target, pipelines_dir)
     source = ocean_tracking(client=client, include_maps=include_maps, map_refresh_seconds=map_refresh_seconds)
-    info, finished = load_account(pipeline, source, target)
-    result = SyncResult(info, finished, client.stats())
+    result = SyncResult(load_account(pipeline, source, target), client.stats())
     if target.duckdb_path is not None:
         if models:
             search_path = (target.dataset_name, ANALYTICS_SCHEMA)

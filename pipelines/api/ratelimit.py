@@ -23,6 +23,8 @@ from collections import defaultdict
 from pathlib import Path
 from urllib.parse import urlparse
 
+from pipelines.errors import PipelineError
+
 BUCKET_LIMITS: dict[str, int] = {
     "default": 100,
     "create_tracking_request": 100,
@@ -49,6 +51,17 @@ def bucket_for(method: str, path_or_url: str) -> str:
 
 
 MIN_PADDING_SECONDS = 0.25
+
+
+class LimiterFileError(PipelineError):
+    """The limiter's SQLite file cannot be used (corrupt, not a database, locked for a minute)."""
+
+
+def _unusable(path: Path, error: sqlite3.Error) -> LimiterFileError:
+    return LimiterFileError(
+        f"The rate limiter's file {path} cannot be used ({error}). It only holds the times of the last minute's "
+        "requests, so it is safe to delete: delete it and run again."
+    )
 
 
 class SlidingWindowLimiter:
@@ -79,12 +92,15 @@ class SlidingWindowLimiter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS request_log (key TEXT NOT NULL, bucket TEXT NOT NULL, ts REAL NOT NULL)"
-        )
-        self._conn.execute("CREATE INDEX IF NOT EXISTS request_log_kbt ON request_log (key, bucket, ts)")
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS request_log (key TEXT NOT NULL, bucket TEXT NOT NULL, ts REAL NOT NULL)"
+            )
+            self._conn.execute("CREATE INDEX IF NOT EXISTS request_log_kbt ON request_log (key, bucket, ts)")
+        except sqlite3.DatabaseError as error:
+            raise _unusable(self.path, error) from None
         self._requests: dict[str, int] = defaultdict(int)
         self._wait: dict[str, float] = defaultdict(float)
         #: wall-clock time logged for this instance's latest admitted request (what the window counts)
@@ -102,7 +118,10 @@ class SlidingWindowLimiter:
             raise KeyError(f"unknown rate bucket {bucket!r}; known: {sorted(self.limits)}")
         started = time.monotonic()
         while True:
-            delay, now, slot = self._try_take(bucket, limit)
+            try:
+                delay, now, slot = self._try_take(bucket, limit)
+            except sqlite3.DatabaseError as error:
+                raise _unusable(self.path, error) from None
             if delay <= 0:
                 self.last_admitted_at = now
                 break

@@ -11,6 +11,9 @@ Request plan (the service allows 100 requests a minute per account, 100 rows a p
 - `/tracking_requests` is incremental on `updated_at` (the only endpoint with an updated-since filter),
   re-reading a lag window so rows updated at the boundary are not lost.
 - Maps: see `pipelines.extract.map_schedule`.
+- Per-item requests (a map, a container's events, a terminal, port or vessel by id) that fail after their
+  retries are skipped and listed in `sync_issues` (see `pipelines.extract.item_issues`); list pages are not:
+  a failed page fails the sync before anything is committed.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dlt.sources import DltResource, DltSource
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.jsonapi import rows_by_type
 from pipelines.errors import FeatureNotEnabledError, NotFoundError
+from pipelines.extract.item_issues import ItemIssues
 from pipelines.extract.map_schedule import MapSchedule, container_phase
 from pipelines.geo.features import feature_collections_to_table
 from pipelines.settings import PAGE_SIZE, SOURCE_NAME
@@ -126,7 +130,8 @@ def ocean_tracking(
     A fresh source per run is required under Dagster (dlt issue #4253), so build it inside the asset.
     """
     client = client or OceanTrackingClient()
-    fetched_once = _FetchedOnce(client)
+    issues = ItemIssues(client)
+    fetched_once = _FetchedOnce(client, issues)
 
     @dlt.resource(selected=False)
     def shipment_pages() -> Iterator[dict[str, Any]]:
@@ -143,12 +148,16 @@ def ocean_tracking(
         known = {row["id"] for row in page.get("transport_event", [])}
         seen_sets = dlt.current.source_state().setdefault("event_ids_by_container", {})
         rows: list[dict] = []
-        for container in page.get("container", []):
+        containers = page.get("container", [])
+        issues.cover_count("transport_events", len(containers))
+        for container in containers:
             event_ids = sorted(container.get("transport_events_ids") or [])
             if event_ids and not set(event_ids) <= known and seen_sets.get(container["id"]) != event_ids:
-                for document in client.paginate(
-                    f"/containers/{container['id']}/transport_events", params={"page[size]": PAGE_SIZE}
-                ):
+                path = f"/containers/{container['id']}/transport_events"
+                documents = issues.fetch("transport_events", container["id"], _all_pages, client, path)
+                if documents is None:
+                    continue  # ids not recorded: the next sync asks again
+                for document in documents:
                     rows.extend(rows_by_type(document).get("transport_event", []))
             seen_sets[container["id"]] = event_ids
         return rows
@@ -159,8 +168,9 @@ def ocean_tracking(
         write_disposition="merge",
         columns=_column_hints("shipments"),
     )
-    def shipments(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
+    def shipments(page: dict[str, list[dict]]) -> Iterator[Any]:
         yield page.get("shipment", [])
+        yield from issues.pending()
 
     # The API only shows a shipment's latest dates; SCD2 keeps every version across syncs, with
     # `_dlt_valid_from` / `_dlt_valid_to` marking when each was seen.
@@ -182,8 +192,9 @@ def ocean_tracking(
         write_disposition="merge",
         columns=_column_hints("containers"),
     )
-    def containers(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
+    def containers(page: dict[str, list[dict]]) -> Iterator[Any]:
         yield page.get("container", [])
+        yield from issues.pending()
 
     @dlt.transformer(
         data_from=shipment_pages,
@@ -191,11 +202,12 @@ def ocean_tracking(
         write_disposition="merge",
         columns=_column_hints("transport_events"),
     )
-    def transport_events(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
+    def transport_events(page: dict[str, list[dict]]) -> Iterator[Any]:
         yield page.get("transport_event", [])
+        yield from issues.pending()
 
     @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge")
-    def terminals(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
+    def terminals(page: dict[str, list[dict]]) -> Iterator[Any]:
         included = page.get("terminal", [])
         fetched_once.mark_seen("terminal", (row["id"] for row in included))
         yield included
@@ -205,11 +217,12 @@ def ocean_tracking(
             {"shipment": ("pod_terminal_id", "destination_terminal_id"), "transport_event": ("terminal_id",)},
         )
         yield fetched_once.fetch("terminal", "/terminals/{}", wanted)
+        yield from issues.pending()
 
     @dlt.transformer(
         data_from=shipment_pages, primary_key="id", write_disposition="merge", columns=_column_hints("ports")
     )
-    def ports(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
+    def ports(page: dict[str, list[dict]]) -> Iterator[Any]:
         included = page.get("port", [])
         fetched_once.mark_seen("port", (row["id"] for row in included))
         yield _coerce_floats("ports", included)
@@ -222,11 +235,13 @@ def ocean_tracking(
             },
         )
         yield _coerce_floats("ports", fetched_once.fetch("port", "/ports/{}", wanted))
+        yield from issues.pending()
 
     @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge")
-    def vessels(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
+    def vessels(page: dict[str, list[dict]]) -> Iterator[Any]:
         wanted = _related_ids(page, {"transport_event": ("vessel_id",)})
         yield _coerce_floats("vessels", fetched_once.fetch("vessel", "/vessels/{}", wanted))
+        yield from issues.pending()
 
     # A map is a snapshot: on DuckDB (delete-insert) the merge key swaps all of a container's features at
     # once; Delta lakes only upsert, by the primary key.
@@ -238,25 +253,32 @@ def ocean_tracking(
     )
     def map_features(page: dict[str, list[dict]]) -> Iterator[Any]:
         if not include_maps or fetched_once.maps_disabled:
+            yield from issues.pending()
             return
         state = dlt.current.resource_state().setdefault("schedule", {})
         schedule = MapSchedule(state, refresh_seconds=map_refresh_seconds)
         shipments_by_id = {row["id"]: row for row in page.get("shipment", [])}
         collected: list[tuple[str, dict[str, Any]]] = []
-        for container in page.get("container", []):
+        containers = page.get("container", [])
+        issues.cover_count("map_features", len(containers))
+        for container in containers:
             phase = container_phase(container, shipments_by_id.get(container.get("shipment_id")))
             now = time.time()
             if not schedule.is_due(container["id"], phase, now):
                 continue
+            path = f"/containers/{container['id']}/map_geojson"
             try:
-                collection = client.get(f"/containers/{container['id']}/map_geojson")
+                collection = issues.fetch("map_features", container["id"], client.get, path)
             except FeatureNotEnabledError as error:
                 fetched_once.disable_maps(error)
                 break
+            if collection is None:
+                continue  # not recorded in the schedule: due again next sync
             collected.append((container["id"], collection))
             schedule.record(container["id"], phase, now)
         if collected:
             yield feature_collections_to_table(collected)
+        yield from issues.pending()
 
     @dlt.resource(primary_key="id", write_disposition="merge", columns=_column_hints("tracking_requests"))
     def tracking_requests(
@@ -314,6 +336,11 @@ def _stamp_version(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "version_id": digest, "first_seen_at": datetime.now(UTC)}
 
 
+def _all_pages(client: OceanTrackingClient, path: str) -> list[dict[str, Any]]:
+    """Every page of a list, read to the end before any is used, so a failure midway leaves nothing half-read."""
+    return list(client.paginate(path, {"page[size]": PAGE_SIZE}))
+
+
 def _related_ids(page: dict[str, list[dict]], columns_by_type: dict[str, tuple[str, ...]]) -> set[str]:
     """Ids named by the given `<relationship>_id` columns of the page's rows."""
     ids = set()
@@ -328,8 +355,9 @@ def _related_ids(page: dict[str, list[dict]], columns_by_type: dict[str, tuple[s
 class _FetchedOnce:
     """Fetches reference resources by id at most once per id, across runs (ids kept in source state)."""
 
-    def __init__(self, client: OceanTrackingClient) -> None:
+    def __init__(self, client: OceanTrackingClient, issues: ItemIssues) -> None:
         self._client = client
+        self._issues = issues
         self.maps_disabled = False
 
     def _seen(self, type_: str) -> set[str]:
@@ -341,19 +369,28 @@ class _FetchedOnce:
         self._seen(type_).update(ids)
 
     def fetch(self, type_: str, path_template: str, ids: set[str]) -> list[dict]:
-        """Fetch each id not seen before; a 404 is logged and skipped (the reference may be gone)."""
+        """Fetch each id not seen before. A JSON:API 404 is logged and the id never asked again (the
+        reference is gone); any other failure is a sync issue, and the id is asked again next sync."""
+        resource = f"{type_}s"
+        self._issues.cover(resource, ids)
         seen = self._seen(type_)
         rows = []
         for id_ in sorted(ids - set(seen)):
-            try:
-                document = self._client.get(path_template.format(id_))
-            except NotFoundError:
-                logger.warning("%s %s is referenced but not found; skipped", type_, id_)
-                seen.add(id_)
+            document = self._issues.fetch(resource, id_, self._get_unless_gone, path_template.format(id_))
+            if document is None:
                 continue
-            rows.extend(rows_by_type(document).get(type_, []))
+            if document is not _GONE:
+                rows.extend(rows_by_type(document).get(type_, []))
+            else:
+                logger.warning("%s %s is referenced but not found; skipped", type_, id_)
             seen.add(id_)
         return rows
+
+    def _get_unless_gone(self, path: str) -> dict[str, Any] | object:
+        try:
+            return self._client.get(path)
+        except NotFoundError:
+            return _GONE
 
     def disable_maps(self, error: Exception) -> None:
         """Turn maps off for this run with one warning: the account lacks the routing entitlement."""
@@ -364,6 +401,9 @@ class _FetchedOnce:
                 error,
             )
         self.maps_disabled = True
+
+
+_GONE = object()
 
 
 class _StateSet:

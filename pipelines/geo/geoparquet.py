@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
-
-import duckdb
 
 from pipelines.geo.features import write_geoparquet
 from pipelines.settings import DATASET_NAME
+from pipelines.warehouse.locks import connect_waiting
 from pipelines.warehouse.tables import table_exists
 
 
@@ -19,7 +19,7 @@ def export_map_features_geoparquet(
     Reads the raw WKB columns through Arrow (no per-row Python) and lets geopandas write the
     GeoParquet metadata that QGIS, GDAL and DuckDB's reader expect.
     """
-    with duckdb.connect(str(duckdb_path), read_only=True) as con:
+    with closing(connect_waiting(duckdb_path, read_only=True)) as con:
         if not table_exists(con, dataset_name, "map_features"):
             return None
         table = con.execute(

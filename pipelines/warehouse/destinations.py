@@ -61,14 +61,19 @@ def named_target(destination: str, dataset_name: str = DATASET_NAME) -> Target:
 
 
 def resolve_target(
-    destination: str, *, duckdb_file: str | Path | None = None, lake: str | Path | None = None
+    destination: str,
+    *,
+    duckdb_file: str | Path | None = None,
+    lake: str | Path | None = None,
+    dataset_name: str = DATASET_NAME,
 ) -> Target:
-    """The target a destination name stands for: `duckdb` (a file), `filesystem` (a lake), or any dlt name."""
+    """The target a destination name stands for: `duckdb` (a file), `filesystem` (a lake), or any dlt name,
+    loading into `dataset_name` (one dataset per account when several share a warehouse)."""
     if destination == "duckdb":
-        return duckdb_target(duckdb_file)
+        return duckdb_target(duckdb_file, dataset_name)
     if destination == "filesystem":
-        return lake_target(lake)
-    return named_target(destination)
+        return lake_target(lake, dataset_name)
+    return named_target(destination, dataset_name)
 
 
 def target_fingerprint(target: Target) -> str:

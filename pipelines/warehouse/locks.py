@@ -34,6 +34,25 @@ def lock_holder(message: str) -> str:
     return f"process {match['pid']} ({match['program']})" if match else "another process"
 
 
+def locked_error(error: BaseException, path: str | Path) -> WarehouseLockedError | None:
+    """The one-line error for a DuckDB lock conflict anywhere in `error`'s chain of causes, else None.
+
+    dlt reports a held file as a connection failure ("check your credentials or internet connection"),
+    which sends the user the wrong way; this names the file, the holder and the remedy instead."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        text = str(cause)
+        if "Conflicting lock" in text or (isinstance(cause, duckdb.IOException) and "lock" in text.lower()):
+            return WarehouseLockedError(
+                f"{path} is locked by {lock_holder(text)}: close that session (an analyst's DuckDB, another "
+                "run) and run again."
+            )
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def connect_waiting(
     path: str | Path, *, read_only: bool = False, timeout: float | None = None
 ) -> duckdb.DuckDBPyConnection:

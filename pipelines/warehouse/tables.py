@@ -4,7 +4,7 @@ row counts, and the typed-geometry view over the raw map features."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import duckdb
@@ -62,7 +62,7 @@ def table_row_counts(duckdb_path: Path, dataset_name: str = DATASET_NAME, *, vie
     """Rows per table of a schema (dlt's own bookkeeping tables left out; views too when `views`), for
     summaries and run metadata."""
     kinds = ["BASE TABLE", "VIEW"] if views else ["BASE TABLE"]
-    with duckdb.connect(str(duckdb_path), read_only=True) as con:
+    with closing(connect_waiting(duckdb_path, read_only=True)) as con:
         tables = [
             row[0]
             for row in con.execute(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import dagster as dg
 import pytest
@@ -92,3 +93,51 @@ def test_only_tracking_requests_can_be_materialized(sandbox, tmp_path, dagster_i
     # one page of tracking requests: no shipment pages, parties or maps
     spent = result.get_asset_materialization_events()[0].materialization.metadata
     assert spent["api_requests_total"].value == 1
+
+
+def test_a_failing_map_is_a_warning_and_a_sync_issues_row_not_a_failed_run(
+    frozen_sandbox, tmp_path, dagster_instance, monkeypatch
+):
+    from tests.faults.test_item_isolation import first_container, set_routes
+
+    monkeypatch.setenv("SOURCES__OCEAN_TRACKING__BACKOFF_FACTOR", "0.01")  # every attempt fails: no use waiting
+    broken = first_container(frozen_sandbox)
+    set_routes(frozen_sandbox, [{"path": f"/v2/containers/{broken}/map_geojson", "status": 502}])
+    resources = sandbox_resources(frozen_sandbox, tmp_path)
+
+    result = dg.materialize(
+        [ocean_tracking_assets, *ingest_checks], resources=resources, instance=dagster_instance,
+        run_config={"ops": {"ocean_tracking_ingest": {"config": {"include_maps": True}}}},
+    )  # fmt: skip
+
+    assert result.success
+    by_key = {e.asset_key: e.materialization.metadata for e in result.get_asset_materialization_events()}
+    assert by_key[asset_key("sync_issues")]["dagster/row_count"].value == 1
+    check = _check_results(result)["ocean_tracking/sync_issues:no_item_failing_over_a_day"]
+    assert check.passed and check.metadata["failing_items"].value == 1
+    warnings = [
+        record.user_message
+        for record in dagster_instance.all_logs(result.run_id)
+        if record.level == logging.WARNING and "sync_issues" in record.user_message
+    ]
+    assert len(warnings) == 1 and broken in warnings[0]
+
+
+def test_a_quarter_of_the_maps_failing_loads_what_arrived_then_fails_the_run(
+    frozen_sandbox, tmp_path, dagster_instance, monkeypatch
+):
+    from tests.faults.test_item_isolation import set_routes
+
+    monkeypatch.setenv("SOURCES__OCEAN_TRACKING__BACKOFF_FACTOR", "0.01")  # every attempt fails: no use waiting
+    set_routes(frozen_sandbox, [{"path": "/v2/containers/[0-3]*/map_geojson", "status": 500}])
+
+    result = dg.materialize(
+        [ocean_tracking_assets], resources=sandbox_resources(frozen_sandbox, tmp_path), instance=dagster_instance,
+        raise_on_error=False,
+    )  # fmt: skip
+
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE)
+    assert failure.step_failure_data.error.message.count("map_features:") == 1
+    materialized = {e.asset_key for e in result.get_asset_materialization_events()}
+    assert {asset_key("shipments"), asset_key("sync_issues")} <= materialized, "what arrived is loaded and reported"

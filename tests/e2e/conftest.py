@@ -59,7 +59,8 @@ def make_client(server, workdir: Path, *, key: str = FULL_KEY, window: float = 0
 
 def cli_env(base_url: str, workdir: Path, *, window: float = 0.05, **extra: str) -> dict[str, str]:
     """The environment of a `python -m pipelines ...` process pointed at a sandbox: the key and URL as
-    variables (never on the command line), the rate window, and the limiter and dlt folders in `workdir`."""
+    variables (never on the command line), the rate window, and the limiter, dlt and data folders in
+    `workdir`."""
     return {
         **os.environ,
         "SOURCES__OCEAN_TRACKING__API_KEY": FULL_KEY,
@@ -67,6 +68,7 @@ def cli_env(base_url: str, workdir: Path, *, window: float = 0.05, **extra: str)
         "SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS": str(window),
         "SOURCES__OCEAN_TRACKING__LIMITER_PATH": str(workdir / "limiter.sqlite"),
         "DLT_DATA_DIR": str(workdir / "dlt-home"),
+        "OCEAN_TRACKING_DATA_DIR": str(workdir / "data"),  # default outputs (GeoParquet) stay out of the repo
         "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         **extra,
     }

@@ -1,0 +1,141 @@
+"""One item that fails every time never stops the account: it is skipped, listed in `sync_issues`, asked for
+again by every sync, and leaves the table once it answers. What means the sync is wrong still fails it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import duckdb
+import pytest
+import requests
+
+from tests.conftest import FULL_KEY
+from tests.e2e.conftest import SyncResult, cli_env, sandbox_stats
+from tests.faults.test_sync_faults import FROZEN, snapshot
+
+pytestmark = pytest.mark.faults
+
+
+def set_routes(server, routes: list[dict]) -> None:
+    """Replace the sandbox's persistent route faults."""
+    requests.post(f"{server.root_url}/_sandbox/faults", json={"routes": routes}, timeout=10).raise_for_status()
+
+
+def first_container(server) -> str:
+    """The id of one container of the account."""
+    response = requests.get(
+        f"{server.base_url}/containers", params={"page[size]": 1}, headers={"Authorization": f"Token {FULL_KEY}"},
+        timeout=10,
+    )
+    response.raise_for_status()
+    return response.json()["data"][0]["id"]
+
+
+def run_sync(server, workdir) -> tuple[subprocess.CompletedProcess, SyncResult]:
+    """One `python -m pipelines sync` into workdir/warehouse.duckdb (its dlt folder in workdir). The default
+    attempts and deadline, with a short backoff: the sandbox's route faults fail every attempt, so waiting
+    longer between them would only slow the test."""
+    duckdb_path = workdir / "warehouse.duckdb"
+    env = cli_env(
+        server.base_url, workdir, OCEAN_TRACKING_PIPELINES_DIR=str(workdir / "dlt"),
+        SOURCES__OCEAN_TRACKING__BACKOFF_FACTOR="0.01",
+    )  # fmt: skip
+    command = [sys.executable, "-m", "pipelines", "sync", "--duckdb", str(duckdb_path), "--no-progress",
+               "--no-models", "--geoparquet", str(workdir / "features.parquet")]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    return done, SyncResult({}, duckdb_path)
+
+
+def loaded_tables(result: SyncResult) -> set[str]:
+    """The tables in the warehouse file (none when the file was never written)."""
+    if not result.duckdb_path.exists():
+        return set()
+    with duckdb.connect(str(result.duckdb_path), read_only=True) as con:
+        return {row[0] for row in con.execute("select table_name from information_schema.tables").fetchall()}
+
+
+def without_container(tables: dict[str, list[tuple]], container_id: str) -> dict[str, list[tuple]]:
+    """The snapshot with one container's map features left out."""
+    return {**tables, "map_features": [row for row in tables["map_features"] if row[0] != container_id]}
+
+
+@pytest.mark.parametrize(("status", "body"), [(500, "json"), (404, "html")])
+def test_a_map_failing_every_time_is_skipped_listed_and_leaves_when_it_answers(
+    status, body, make_sandbox, tmp_path, clean_snapshot
+):
+    server = make_sandbox(**FROZEN)
+    broken = first_container(server)
+    set_routes(server, [{"path": f"/v2/containers/{broken}/map_geojson", "status": status, "body": body}])
+
+    seen = []
+    for _ in range(3):
+        done, result = run_sync(server, tmp_path)
+        assert done.returncode == 0, done.stderr
+        warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+        assert len(warnings) == 1 and broken in warnings[0] and "sync_issues" in warnings[0], done.stderr
+        assert "Traceback" not in done.stderr
+        assert without_container(snapshot(result), broken) == without_container(clean_snapshot, broken)
+        assert result.scalar(f"select count(*) from map_features where container_id = '{broken}'") == 0
+        seen.append(result.query(
+            "select resource, item_id, http_status, attempts, first_seen_at, last_seen_at from sync_issues"
+        ))
+
+    assert [rows[0][:4] for rows in seen] == [("map_features", broken, status, n) for n in (1, 2, 3)]
+    assert all(len(rows) == 1 for rows in seen)
+    assert seen[0][0][4] == seen[2][0][4], "first_seen_at stays the first failure's"
+    assert seen[0][0][5] < seen[1][0][5] < seen[2][0][5], "last_seen_at moves with each failing sync"
+
+    set_routes(server, [])
+    done, result = run_sync(server, tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert "warning:" not in done.stderr
+    assert result.scalar("select count(*) from sync_issues") == 0
+    assert snapshot(result) == clean_snapshot
+
+
+def test_a_quarter_of_the_maps_failing_loads_the_rest_then_fails_the_sync_in_one_line(
+    make_sandbox, tmp_path, clean_snapshot
+):
+    server = make_sandbox(**FROZEN)
+    set_routes(server, [{"path": "/v2/containers/[0-3]*/map_geojson", "status": 503}])
+
+    done, result = run_sync(server, tmp_path)
+
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: map_features:") and "sync_issues" in lines[0], done.stderr
+    failing = result.query("select item_id from sync_issues where resource = 'map_features'")
+    expected = {row[0] for row in result.query("select id from containers where left(id, 1) in ('0', '1', '2', '3')")}
+    assert {row[0] for row in failing} == expected and len(expected) > 10
+    assert snapshot(result)["shipments"] == clean_snapshot["shipments"], "what arrived is loaded"
+
+
+def test_every_map_failing_stops_the_sync_early_and_commits_nothing(make_sandbox, tmp_path):
+    server = make_sandbox(**FROZEN)
+    set_routes(server, [{"path": "/v2/containers/*/map_geojson", "status": 503}])
+
+    done, result = run_sync(server, tmp_path)
+
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "failed in a row" in lines[0] and "looks down" in lines[0], done.stderr
+    map_requests = sandbox_stats(server)["faults_served"].get("route", 0)
+    assert map_requests <= 5 * 20, "five maps' retries, not every map's"
+    assert loaded_tables(result) == set()
+
+
+@pytest.mark.parametrize(("status", "meaning"), [(401, "API key"), (403, "Forbidden")])
+def test_a_refused_item_request_fails_the_sync_and_commits_nothing(status, meaning, make_sandbox, tmp_path):
+    server = make_sandbox(**FROZEN)
+    set_routes(server, [{"path": "/v2/vessels/*", "status": status}])
+
+    done, result = run_sync(server, tmp_path)
+
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert lines and lines[0].startswith("error:") and "/v2/vessels/" in lines[0] and "Traceback" not in done.stderr
+    assert meaning in done.stderr
+    assert FULL_KEY not in done.stderr
+    assert loaded_tables(result) == set(), "an extraction that failed commits nothing"

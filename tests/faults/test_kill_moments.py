@@ -1,0 +1,79 @@
+"""A sync SIGKILLed at a chosen moment (tests/faults/kill_driver.py), then rerun with the plain CLI: the
+rerun finishes whatever load the killed run left pending and the warehouse equals a clean run's."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import SyncResult, cli_env, sandbox_stats
+from tests.faults.kill_driver import EXTRACT_KILL_AT_REQUEST, MARKER_ENV, MOMENTS
+from tests.faults.test_sync_faults import FROZEN, snapshot
+
+pytestmark = pytest.mark.faults
+
+FINISHED_PENDING = "Finished the load an interrupted sync had left pending"
+# dlt's working folder: extracted packages, packages being normalized, normalized (to load), loaded
+STAGES = ("normalize/extracted", "load/new", "load/normalized", "load/loaded")
+# what each moment leaves, in packages per stage: the rerun must finish every extracted or normalized one
+LEFT_BEHIND = {
+    "extract": (0, 0, 0, 0),
+    "extracted": (1, 0, 0, 0),
+    "normalize": (1, 1, 0, 0),
+    "normalize_commit": (1, 0, 1, 0),
+    "load": (0, 0, 1, 0),
+    "after_load": (0, 0, 0, 1),
+}
+def packages_left(workdir: Path) -> tuple[int, ...]:
+    """How many load packages dlt's working folder holds in each of `STAGES`."""
+    (root,) = (workdir / "dlt").glob("*/ocean_tracking")
+    return tuple(sum(1 for p in (root / stage).glob("*") if p.is_dir()) for stage in STAGES)
+
+
+@pytest.mark.parametrize("moment", MOMENTS)
+def test_a_sync_killed_at_a_moment_then_rerun_equals_a_clean_run(
+    moment, make_sandbox, tmp_path, clean_snapshot
+):
+    server = make_sandbox(**FROZEN)
+    marker = tmp_path / "killed-at"
+    env = cli_env(
+        server.base_url,
+        tmp_path,
+        OCEAN_TRACKING_PIPELINES_DIR=str(tmp_path / "dlt"),
+        OCEAN_TRACKING_DATA_DIR=str(tmp_path / "data"),
+        **{MARKER_ENV: str(marker)},
+    )
+    warehouse = tmp_path / "warehouse.duckdb"
+    sync = ["sync", "--duckdb", str(warehouse), "--no-progress"]
+
+    killed = subprocess.run(
+        [sys.executable, "-m", "tests.faults.kill_driver", moment, *sync],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    assert marker.read_text().startswith(f"{moment}: "), "killed, but not by the hook of this moment"
+    left = packages_left(tmp_path)
+    assert left == LEFT_BEHIND[moment], (
+        f"killed at {marker.read_text()!r}, left {dict(zip(STAGES, left, strict=True))}"
+    )
+    if moment == "extract":
+        assert sum(sandbox_stats(server)["requests_by_route"].values()) == EXTRACT_KILL_AT_REQUEST - 1
+
+    rerun = subprocess.run(
+        [sys.executable, "-m", "pipelines", *sync], env=env, capture_output=True, text=True, timeout=120
+    )
+
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    pending = left[STAGES.index("normalize/extracted")] + left[STAGES.index("load/normalized")]
+    assert (FINISHED_PENDING in rerun.stdout) == (pending > 0), rerun.stdout
+    assert packages_left(tmp_path)[:3] == (0, 0, 0), "the rerun left a package unloaded"
+    result = SyncResult({}, warehouse)
+    assert snapshot(result) == clean_snapshot
+    assert result.scalar("select count(*) from map_features_geo") == len(clean_snapshot["map_features"])
+    assert result.scalar("select count(*) from analytics.container_status") == len(
+        clean_snapshot["containers"]
+    )
