@@ -154,6 +154,18 @@ def live_stats(read_stats: Callable[[], dict[str, Any]], enabled: bool = True):
             thread.join(2)
 
 
+def one_line(message: str) -> str:
+    """An error's message on one line: an API error lists the service's error objects (`  - ...`) and a
+    hint on lines of their own; here the objects go in parentheses after the first line, then the hint."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return message
+    details = [line[2:] for line in lines[1:] if line.startswith("- ")]
+    hints = [line for line in lines[1:] if not line.startswith("- ")]
+    head = f"{lines[0]} ({'; '.join(details)})" if details else lines[0]
+    return " ".join([head, *hints])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m pipelines` and the `ocean-tracking` script."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -172,5 +184,5 @@ def main(argv: list[str] | None = None) -> int:
             cause = cause.__cause__
         # escaped: rich markup would swallow `[sources.ocean_tracking]` in a message; soft_wrap: a one-line
         # message stays one line (rich would break it at the console width)
-        errors.print(f"[red]error:[/red] {escape(str(cause))}", soft_wrap=True)
+        errors.print(f"[red]error:[/red] {escape(one_line(str(cause)))}", soft_wrap=True)
         return 2

@@ -139,3 +139,22 @@ def test_a_refused_item_request_fails_the_sync_and_commits_nothing(status, meani
     assert meaning in done.stderr
     assert FULL_KEY not in done.stderr
     assert loaded_tables(result) == set(), "an extraction that failed commits nothing"
+
+
+def test_a_failing_list_page_fails_the_sync_and_leaves_the_previous_load_whole(make_sandbox, tmp_path):
+    server = make_sandbox(**FROZEN)
+    first, before = run_sync(server, tmp_path)
+    assert first.returncode == 0, first.stderr
+    loads_before = before.query("select load_id, status from _dlt_loads order by load_id")
+    rows_before = snapshot(before)
+    set_routes(server, [{"path": "/v2/parties", "status": 503}])
+
+    done, after = run_sync(server, tmp_path)
+
+    line = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(line) == 1 and "/v2/parties" in line[0] and "HTTP 503" in line[0], done.stderr
+    assert after.query("select load_id, status from _dlt_loads order by load_id") == loads_before
+    assert snapshot(after) == rows_before, "nothing of the failed sync was committed"
+    set_routes(server, [])
+    again, _ = run_sync(server, tmp_path)
+    assert again.returncode == 0 and "Finished the load" not in again.stdout, "no package was left pending"

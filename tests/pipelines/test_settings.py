@@ -47,3 +47,17 @@ def test_the_cli_says_what_is_missing_in_one_line_without_markup_loss(tmp_path):
     assert "Traceback" not in result.stderr
     assert f"[{CONFIG_SECTION}]" in result.stderr and API_KEY_ENV in result.stderr
     assert not (tmp_path / "w.duckdb").exists()
+
+
+def test_an_api_error_is_said_in_one_line_with_the_services_details_and_the_hint():
+    from pipelines.cli import one_line
+    from pipelines.errors import AuthenticationError, ErrorObject
+
+    error = AuthenticationError(
+        "Unauthorized", status=401, method="GET", path="/v2/shipments", errors=[ErrorObject(detail="bad key")]
+    )
+
+    line = one_line(str(error))
+
+    assert "\n" not in line
+    assert line.startswith("GET /v2/shipments HTTP 401: Unauthorized (bad key) The API key was rejected")
