@@ -158,3 +158,28 @@ def test_a_failing_list_page_fails_the_sync_and_leaves_the_previous_load_whole(m
     set_routes(server, [])
     again, _ = run_sync(server, tmp_path)
     assert again.returncode == 0 and "Finished the load" not in again.stdout, "no package was left pending"
+
+
+def test_on_a_delta_lake_the_issue_row_is_written_then_deleted(make_sandbox, tmp_path):
+    from deltalake import DeltaTable
+
+    server = make_sandbox(**FROZEN)
+    broken = first_container(server)
+    set_routes(server, [{"path": f"/v2/containers/{broken}/map_geojson", "status": 500}])
+    env = cli_env(server.base_url, tmp_path, SOURCES__OCEAN_TRACKING__BACKOFF_FACTOR="0.01")
+    lake = tmp_path / "lake"
+    command = [sys.executable, "-m", "pipelines", "sync", "--destination", "filesystem", "--lake-url", str(lake),
+               "--no-progress"]  # fmt: skip
+
+    def issue_rows() -> list[tuple[str, str]]:
+        table = DeltaTable(str(lake / "ocean_tracking" / "sync_issues")).to_pyarrow_table()
+        return [(row["resource"], row["item_id"]) for row in table.to_pylist()]
+
+    failing = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    rows_while_failing = issue_rows()
+    set_routes(server, [])
+    lifted = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+    assert failing.returncode == 0 and lifted.returncode == 0, failing.stderr + lifted.stderr
+    assert rows_while_failing == [("map_features", broken)]
+    assert issue_rows() == [], "dlt's hard_delete removed the row on the Delta lake too"
