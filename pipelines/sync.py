@@ -11,7 +11,9 @@ and Dagster does as downstream assets: the analytics models.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from pipelines.extract.item_issues import ItemIssuesReport, issues_of_load
 from pipelines.extract.source import history_without_scd2, ocean_tracking
 from pipelines.settings import ANALYTICS_SCHEMA, SOURCE_NAME
 from pipelines.warehouse.destinations import Target, make_pipeline
-from pipelines.warehouse.locks import connect_waiting, locked_error
+from pipelines.warehouse.locks import WarehouseLockedError, connect_waiting, locked_error
 from pipelines.warehouse.models import build_models
 from pipelines.warehouse.tables import connect, create_geometry_view, table_row_counts
 
@@ -52,15 +54,40 @@ class SyncResult:
     model_rows: dict[str, int] = field(default_factory=dict)
 
 
-def finish_pending_load(pipeline: dlt.Pipeline) -> bool:
+def finish_pending_load(pipeline: dlt.Pipeline, target: Target) -> bool:
     """Normalize and load what an interrupted run extracted but did not load; True when there was some."""
     if not pipeline.has_pending_data:
         return False
     logger.warning("Finishing the load an interrupted sync left in %s before extracting afresh.", pipeline.working_dir)
     finish_normalize_commit(pipeline)
     pipeline.normalize()
-    pipeline.load()
+    load_waiting(pipeline, target, pipeline.load)
     return True
+
+
+def load_waiting(pipeline: dlt.Pipeline, target: Target, load: Callable[[], LoadInfo]) -> LoadInfo:
+    """Run `load` (dlt's `run` or `load`). When another process took the embedded warehouse after the
+    extraction began, wait for it (bounded, naming the holder) and then load the package that is already
+    normalized: an extraction is never thrown away, nor fetched again, because the load had to wait. When
+    the wait runs out, the package stays pending and the next sync loads it first."""
+    try:
+        return load()
+    except PipelineStepFailed as error:
+        locked = locked_error(error, target.duckdb_path) if target.duckdb_path is not None else None
+        if locked is None:
+            raise
+        if error.step != "load":
+            raise locked from None
+    logger.warning("The load found %s held by another process; waiting for it, the extracted data is kept.",
+                   target.duckdb_path)
+    try:
+        connect_waiting(target.duckdb_path).close()
+        return pipeline.load()
+    except (WarehouseLockedError, PipelineStepFailed) as error:
+        locked = error if isinstance(error, WarehouseLockedError) else locked_error(error, target.duckdb_path)
+        if locked is None:
+            raise
+        raise WarehouseLockedError(f"{locked} The extracted data is kept: the next sync loads it first.") from None
 
 
 def finish_normalize_commit(pipeline: dlt.Pipeline) -> None:
@@ -83,21 +110,16 @@ def load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target) -> L
 
     The caller decides when a sync with too many failed items fails (`raise_if_excessive`): after it has
     reported what loaded. An embedded warehouse another process holds is waited for (bounded) before any
-    request is spent, and reported as held, not as dlt's connection failure."""
+    request is spent and again before the load (`load_waiting`), and reported as held, not as dlt's
+    connection failure."""
     if target.duckdb_path is not None:
         connect_waiting(target.duckdb_path).close()
     if target.table_format:
         for resource in source.resources.values():
             resource.apply_hints(table_format=target.table_format)
         history_without_scd2(source)
-    try:
-        finished = finish_pending_load(pipeline)
-        info = pipeline.run(source, loader_file_format="parquet")
-    except PipelineStepFailed as error:
-        locked = locked_error(error, target.duckdb_path) if target.duckdb_path is not None else None
-        if locked is not None:
-            raise locked from None
-        raise
+    finished = finish_pending_load(pipeline, target)
+    info = load_waiting(pipeline, target, partial(pipeline.run, source, loader_file_format="parquet"))
     info.raise_on_failed_jobs()
     if target.duckdb_path is not None:
         create_geometry_view(target.duckdb_path, target.dataset_name)

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import FULL_KEY, FULL_KEY_2
 from tests.e2e.conftest import SyncResult, api_total, cli_env, sandbox_stats
-from tests.faults.test_sync_faults import FROZEN
+from tests.faults.test_sync_faults import FROZEN, snapshot
 
 pytestmark = pytest.mark.faults
 
@@ -93,3 +93,31 @@ def test_two_accounts_sharing_one_dlt_folder_never_share_a_working_folder(make_s
     assert SyncResult({}, second).scalar("select count(*) from second_account.shipments") == shipments
     assert len(list((tmp_path / "dlt").iterdir())) == 3, "one working folder per warehouse and dataset"
     assert FULL_KEY not in "".join(run.stderr + run.stdout for run in runs)
+
+
+def test_a_warehouse_taken_during_the_extraction_is_waited_for_not_thrown_away(make_sandbox, tmp_path, clean_snapshot):
+    server = make_sandbox(**FROZEN)
+    warehouse = tmp_path / "warehouse.duckdb"
+    command = [sys.executable, "-m", "pipelines", "sync", "--duckdb", str(warehouse), "--no-progress", "--no-models"]
+    env = cli_env(server.base_url, tmp_path, OCEAN_TRACKING_LOCK_TIMEOUT_SECONDS="60")
+    sync_process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while requests_spent(server) < 20:  # extracting: the warehouse was free when the sync began
+        assert sync_process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    analyst = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(warehouse)!r}, read_only=True); "
+         "print('held', flush=True); time.sleep(8)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert analyst.stdout.readline().strip() == "held"
+        stdout, stderr = sync_process.communicate(timeout=300)
+    finally:
+        analyst.kill()
+        analyst.wait()
+
+    assert sync_process.returncode == 0, stderr
+    assert "waiting for it, the extracted data is kept" in stderr, "the load met the analyst's session"
+    assert "Finished the load" not in stdout
+    assert snapshot(SyncResult({}, warehouse)) == clean_snapshot
