@@ -4,6 +4,8 @@ for function-scoped servers (state mutation, short rate windows, faults)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +21,23 @@ SHIPMENTS = 60
 # Every sandbox a test starts begins at this instant, never at "now": the simulated world follows its clock
 # (holds appear and clear, vessels sail), so a world started at the wall clock differs from day to day.
 SANDBOX_START = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+_HOLD = (
+    "import duckdb, sys, time; con = duckdb.connect(sys.argv[1], read_only=sys.argv[3] == 'ro'); "
+    "print('held', flush=True); time.sleep(float(sys.argv[2]))"
+)
+
+
+def hold_duckdb(path: Path, seconds: float, *, read_only: bool = False) -> subprocess.Popen:
+    """Another process (an analyst, another run) holding the DuckDB file `path` for `seconds`; returns once
+    it holds it. The caller kills or waits for it."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(path), str(seconds), "ro" if read_only else "rw"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == "held"
+    return holder
 
 
 def shared_dir() -> Path:

@@ -140,7 +140,7 @@ class ItemIssues:
             write_disposition="merge",
             primary_key=("resource", "item_id"),
             merge_key="",  # a variant starts from its resource's hints: map_features merges on container_id
-            columns=COLUMNS,
+            columns={name: dict(hint) for name, hint in COLUMNS.items()},  # dlt writes into the hints it gets
         )
         return [dlt.mark.with_hints(rows, hints, create_table_variant=True)]
 

@@ -102,6 +102,11 @@ def sandbox_stats(server) -> dict[str, Any]:
     return requests.get(f"{server.root_url}/_sandbox/stats", timeout=10).json()
 
 
+def requests_served(server) -> int:
+    """Requests the sandbox received so far, under every key and bucket."""
+    return sum(sum(buckets.values()) for buckets in sandbox_stats(server)["requests_by_key"].values())
+
+
 def api_total(server, path: str, key: str = FULL_KEY) -> int:
     """The service's own count of a list endpoint, read from `meta.total`."""
     response = requests.get(

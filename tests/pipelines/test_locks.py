@@ -4,28 +4,19 @@ the connection once the holder lets go, or one line saying what to do when the w
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 import time
 
 import duckdb
 import pytest
 
 from pipelines.warehouse.locks import WarehouseLockedError, connect_waiting
-
-HOLD = "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); print('held', flush=True); time.sleep(float(sys.argv[2]))"
-
-
-def _hold(path, seconds: float) -> subprocess.Popen:
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(path), str(seconds)], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
-    return holder
+from tests.conftest import hold_duckdb
 
 
 def test_waits_for_the_holder_and_says_who_it_is(tmp_path, caplog):
     path = tmp_path / "warehouse.duckdb"
     duckdb.connect(str(path)).close()
-    holder = _hold(path, 2.0)
+    holder = hold_duckdb(path, 2.0)
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="pipelines.warehouse.locks"):
         con = connect_waiting(path, timeout=30)
@@ -40,7 +31,7 @@ def test_waits_for_the_holder_and_says_who_it_is(tmp_path, caplog):
 def test_gives_up_with_one_line_naming_file_holder_and_remedy(tmp_path):
     path = tmp_path / "warehouse.duckdb"
     duckdb.connect(str(path)).close()
-    holder = _hold(path, 10.0)
+    holder = hold_duckdb(path, 10.0)
     try:
         with pytest.raises(WarehouseLockedError) as raised:
             connect_waiting(path, timeout=0.5)
