@@ -5,7 +5,9 @@ lazily, the refresh schedule plans its cadence at each tick, and the models are 
 
 Environment (all optional except the key, which is read only when a run talks to the API):
 `SOURCES__OCEAN_TRACKING__API_KEY`, `SOURCES__OCEAN_TRACKING__BASE_URL`, `SOURCES__OCEAN_TRACKING__APP_URL`,
-`SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS`, `OCEAN_TRACKING_DUCKDB` (the warehouse file),
+`SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS`, `OCEAN_TRACKING_DESTINATION` (`ducklake`, the default,
+or `duckdb`), `DESTINATION__DUCKLAKE__CREDENTIALS__CATALOG` and `..._STORAGE__BUCKET_URL` (the lake's
+catalog and data path), `OCEAN_TRACKING_DUCKDB` (the file when the destination is `duckdb`),
 `OCEAN_TRACKING_DATA_DIR` (outputs), `OCEAN_TRACKING_PIPELINES_DIR` (dlt working folders). A variable
 that is set reaches Dagster as `dg.EnvVar` (the UI shows its name, not its value); an unset one falls
 back to the default.
@@ -29,9 +31,11 @@ from pipelines.settings import (
     BASE_URL_ENV,
     DEFAULT_APP_URL,
     DEFAULT_BASE_URL,
+    DESTINATION_ENV,
     DUCKDB_ENV,
     RATE_WINDOW_ENV,
     RATE_WINDOW_SECONDS,
+    default_destination,
     duckdb_path,
 )
 
@@ -51,7 +55,10 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
             app_url=env_or(APP_URL_ENV, DEFAULT_APP_URL),
             rate_window_seconds=float(os.environ.get(RATE_WINDOW_ENV) or RATE_WINDOW_SECONDS),
         ),
-        "warehouse": Warehouse(duckdb_path=env_or(DUCKDB_ENV, str(duckdb_path()))),
+        "warehouse": Warehouse(
+            destination=env_or(DESTINATION_ENV, default_destination()),
+            duckdb_path=env_or(DUCKDB_ENV, str(duckdb_path())),
+        ),
     }
 
 

@@ -172,7 +172,7 @@ def ocean_tracking_assets(
     if warning := loaded.issues.warning():
         context.log.warning(warning)
     info = loaded.load_info
-    row_counts = table_row_counts(target.duckdb_path, target.dataset_name)
+    row_counts = table_row_counts(target.store, target.dataset_name)
     context.log.info("API requests spent: %s", json.dumps(spent["api_requests_by_bucket"].value))
     schema = pipeline.default_schema
     for table in tables:

@@ -127,7 +127,7 @@ MAPS_ASSET = {"key_prefix": KEY_PREFIX, "group_name": MAPS_GROUP, "deps": RAW_DE
 
 @dg.asset(
     **MAPS_ASSET,
-    kinds={"duckdb", "parquet"},
+    kinds={"ducklake", "parquet"},
     description="Every loaded map feature as GeoParquet (EPSG:4326) for GIS tools: `<data_dir>/map_features.parquet`.",
 )
 def map_features_geoparquet(
@@ -138,7 +138,7 @@ def map_features_geoparquet(
     from pipelines.geo.geoparquet import export_map_features_geoparquet
 
     out_path = config.base_dir() / GEOPARQUET_FILE_NAME
-    written = export_map_features_geoparquet(warehouse.path, out_path, dataset_name=warehouse.dataset_name)
+    written = export_map_features_geoparquet(warehouse.store(), out_path, dataset_name=warehouse.dataset_name)
     if written is None:
         context.log.info("no map features loaded yet: nothing written")
         return dg.MaterializeResult(
@@ -159,7 +159,7 @@ def map_features_geoparquet(
 
 @dg.asset(
     **MAPS_ASSET,
-    kinds={"duckdb", "matplotlib"},
+    kinds={"ducklake", "matplotlib"},
     description=(
         "One PNG route map per container at sea (a container whose map has a current_vessel feature): "
         "`<data_dir>/maps/routes/<container number>.png`. Maps of containers no longer at sea are removed."
@@ -210,7 +210,7 @@ def route_maps(
 
 @dg.asset(
     **MAPS_ASSET,
-    kinds={"duckdb", "matplotlib"},
+    kinds={"ducklake", "matplotlib"},
     description="Every route (thin lines) and every vessel at sea on one map: `<data_dir>/maps/overview.png`.",
 )
 def routes_overview(

@@ -12,7 +12,6 @@ description is the file's header comment. Each model also gets the checks that s
 """
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,7 +89,7 @@ def build_model_asset(model: SqlModel) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, warehouse: Warehouse, ocean_tracking_api: OceanTrackingApi
     ) -> dg.MaterializeResult:
         table = f"{ANALYTICS_SCHEMA}.{model.name}"
-        with warehouse.connect() as con:
+        with warehouse.writing(), warehouse.connect() as con:
             outcome = run_model(con, model, app_url=ocean_tracking_api.app_url)
             preview = preview_markdown(con, table)
             schema = _column_schema(con, table)
@@ -108,17 +107,8 @@ def build_model_asset(model: SqlModel) -> dg.AssetsDefinition:
 
 
 # ---- checks ------------------------------------------------------------------------------------------
-# One check step per model (a multi-check): each step opens one plain read-only connection (counts need
-# no spatial extension) and runs the model's checks; the blocking ones stop downstream models.
-
-
-@contextmanager
-def _read(warehouse: Warehouse) -> Iterator[duckdb.DuckDBPyConnection]:
-    con = duckdb.connect(str(warehouse.path), read_only=True)
-    try:
-        yield con
-    finally:
-        con.close()
+# One check step per model (a multi-check): each step opens one read-only session and runs the model's
+# checks; the blocking ones stop downstream models.
 
 
 def _count(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> int:
@@ -234,7 +224,7 @@ def _multi_check(model: SqlModel, checks: list[_Check]) -> dg.AssetChecksDefinit
         pool=OCEAN_TRACKING_POOL,
     )
     def _run(warehouse: Warehouse) -> Iterator[dg.AssetCheckResult]:
-        with _read(warehouse) as con:
+        with warehouse.connect(read_only=True) as con:
             for check in checks:
                 passed, metadata = check.evaluate(con)
                 yield dg.AssetCheckResult(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -21,16 +20,18 @@ from pipelines.settings import (
     DEFAULT_APP_URL,
     DEFAULT_BASE_URL,
     RATE_WINDOW_SECONDS,
+    default_destination,
     duckdb_path,
 )
-from pipelines.warehouse.tables import connect
 
 if TYPE_CHECKING:
     from pipelines.api.client import OceanTrackingClient
     from pipelines.warehouse.destinations import Target
+    from pipelines.warehouse.store import WarehouseStore
 
-# One pool for everything that spends the account's rate budget or writes the DuckDB file: two runs
-# never split the budget or fight over DuckDB's single writer. Its limit (1) lives in dagster.yaml.
+# One pool for everything that spends the account's rate budget or writes the warehouse: two runs never
+# split the budget or race a commit (the warehouse's writer lock also keeps out a CLI sync). Readers
+# (checks, maps) are not in it. Its limit (1) lives in dagster.yaml.
 OCEAN_TRACKING_POOL = "ocean_tracking"
 
 
@@ -58,26 +59,42 @@ class OceanTrackingApi(dg.ConfigurableResource):
 
 
 class Warehouse(dg.ConfigurableResource):
-    """The DuckDB file the raw dataset and the analytics models live in."""
+    """The embedded warehouse the raw dataset and the analytics models live in: the DuckLake (default;
+    analysts read while runs write) or a plain DuckDB file (`destination: duckdb`)."""
 
+    destination: str = default_destination()
+    catalog: str = ""  # the lake's catalog URL; empty: dlt's configuration, else data/ducklake/catalog.sqlite
+    data_path: str = ""  # the lake's data path; empty: dlt's configuration, else data/ducklake/files
     duckdb_path: str = str(duckdb_path())
     dataset_name: str = DATASET_NAME
     analytics_schema: str = ANALYTICS_SCHEMA
 
-    @property
-    def path(self) -> Path:
-        """The DuckDB file as a Path."""
-        return Path(self.duckdb_path)
+    def store(self) -> WarehouseStore:
+        """Where the warehouse lives and how to open it (`pipelines.warehouse.store`)."""
+        from pipelines.warehouse.store import ducklake_store, embedded_store
+
+        if self.destination == "ducklake":
+            return ducklake_store(self.catalog or None, self.data_path or None)
+        return embedded_store(self.destination, self.duckdb_path if self.destination == "duckdb" else None)
 
     def target(self) -> Target:
         """The dlt target for ingest (creates the folder)."""
-        from pipelines.warehouse.destinations import duckdb_target
+        from pipelines.warehouse.destinations import duckdb_target, ducklake_target
 
-        return duckdb_target(self.path, self.dataset_name)
+        store = self.store()
+        if store.is_lake:
+            return ducklake_target(store, self.dataset_name)
+        return duckdb_target(store.duckdb_file, self.dataset_name)
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A DuckDB connection with the spatial extension loaded and the raw dataset and the models on
-        the search path."""
-        with connect(self.path, read_only=read_only, search_path=(self.dataset_name, self.analytics_schema)) as con:
+        """A session with the spatial extension loaded and the raw dataset and the models on the search
+        path. Writers open it inside `writing()`."""
+        with self.store().connect(read_only=read_only, search_path=(self.dataset_name, self.analytics_schema)) as con:
             yield con
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the warehouse's one writer lock (a DuckDB file is its own): see `WarehouseStore.writing`."""
+        with self.store().writing():
+            yield

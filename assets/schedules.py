@@ -36,12 +36,15 @@ refresh_job = dg.define_asset_job(
 def current_plan(warehouse: Warehouse, fallback: AccountSize = ASSUMED_SIZE) -> tuple[RefreshPlan, str]:
     """The refresh plan for the account as loaded now, and where the sizes came from.
 
-    The warehouse is read read-only; when it does not exist yet or a run holds DuckDB's write lock,
-    the assumed size is used (the next tick reads it again)."""
+    The warehouse is read read-only; when it does not exist yet or a run holds a DuckDB file's write
+    lock, the assumed size is used (the next tick reads it again)."""
     try:
-        if not warehouse.path.exists():
-            raise FileNotFoundError(warehouse.path)
-        with duckdb.connect(str(warehouse.path), read_only=True) as con:
+        store = warehouse.store()
+        if not store.exists():
+            raise FileNotFoundError(store.place)
+        if not store.is_lake:
+            duckdb.connect(str(store.duckdb_file), read_only=True).close()  # held: fall back, do not wait
+        with warehouse.connect(read_only=True) as con:
             return plan_refresh(account_size(con, warehouse.dataset_name)), "warehouse"
     except (duckdb.Error, OSError):
         return plan_refresh(fallback), "assumed size"

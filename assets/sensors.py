@@ -40,7 +40,7 @@ follow_up_job = dg.define_asset_job(
 
 def pending_in_warehouse(warehouse: Warehouse) -> set[str]:
     """Ids of tracking requests whose loaded status is `pending` (empty before the first load)."""
-    if not warehouse.path.exists():
+    if not warehouse.store().exists():
         return set()
     with warehouse.connect(read_only=True) as con:
         if not table_exists(con, warehouse.dataset_name, "tracking_requests"):

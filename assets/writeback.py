@@ -1,7 +1,7 @@
 """Dagster ops and jobs for write-back: create tracking requests, patch ref_numbers, upload documents.
 
 Each job is one op in the `ocean_tracking` pool (it spends the account's rate budget and publishes its
-outcomes into the warehouse file), using the `ocean_tracking_api` and `warehouse` resources, inside the
+outcomes into the warehouse), using the `ocean_tracking_api` and `warehouse` resources, inside the
 same `writeback_session` the CLI uses (the journal is its own SQLite file). Run config is typed: a source
 (a CSV/manifest path, a folder for uploads, or a DuckDB table) and `dry_run`, which validates and
 reports what would be sent without sending or recording anything. Every row's outcome is run metadata;
@@ -72,7 +72,7 @@ def create_tracking_requests_op(context: dg.OpExecutionContext, config: CreateTr
     from pipelines.writeback.store import writeback_session
     from pipelines.writeback.tracking_requests import NOT_DONE, create_tracking_requests
 
-    with writeback_session(warehouse.path, dry_run=config.dry_run) as (con, store), \
+    with writeback_session(warehouse.store(), dry_run=config.dry_run) as (con, store), \
             ocean_tracking_api.client() as client:
         rows = read_rows(config.source(), con, columns=TRACKING_REQUEST_COLUMNS, allow_formulas=config.allow_formulas)
         report = create_tracking_requests(rows, client, store, dry_run=config.dry_run)
@@ -89,7 +89,7 @@ def patch_ref_numbers_op(context: dg.OpExecutionContext, config: PatchRefNumbers
     from pipelines.writeback.ref_numbers import patch_ref_numbers
     from pipelines.writeback.store import writeback_session
 
-    with writeback_session(warehouse.path, dry_run=config.dry_run) as (con, store), \
+    with writeback_session(warehouse.store(), dry_run=config.dry_run) as (con, store), \
             ocean_tracking_api.client() as client:
         rows = read_rows(config.source(), con, columns=REF_NUMBER_COLUMNS, allow_formulas=config.allow_formulas)
         report = patch_ref_numbers(rows, client, store, con, dry_run=config.dry_run, replace=config.replace,
@@ -106,7 +106,7 @@ def upload_documents_op(context: dg.OpExecutionContext, config: UploadDocumentsC
     from pipelines.writeback.documents import items_from_source, upload_documents
     from pipelines.writeback.store import writeback_session
 
-    with writeback_session(warehouse.path, dry_run=config.dry_run) as (con, store), \
+    with writeback_session(warehouse.store(), dry_run=config.dry_run) as (con, store), \
             ocean_tracking_api.client() as client:
         items = items_from_source(config.source(), con, allow_formulas=config.allow_formulas)
         report = upload_documents(items, client, store, dry_run=config.dry_run)

@@ -33,6 +33,8 @@ from pipelines.settings import (
     API_KEY_ENV,
     DATASET_NAME,
     DEFAULT_BASE_URL,
+    DESTINATION_ENV,
+    default_destination,
     duckdb_path,
     geoparquet_path,
     lake_url,
@@ -57,11 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--api-key", help=f"API key (prefer {API_KEY_ENV}: a key on the command line shows in `ps`)"
     )
     sync.add_argument("--rate-window", type=float, default=None, help="the service's rate window, seconds")
-    sync.add_argument("--duckdb", type=Path, default=duckdb_path(), help="DuckDB file")
+    sync.add_argument("--duckdb", type=Path, default=duckdb_path(), help="the file for --destination duckdb")
     sync.add_argument(
         "--destination",
-        default="duckdb",
-        help="duckdb (default), filesystem (Parquet/Delta lake) or any dlt destination name",
+        default=default_destination(),
+        help=f"ducklake (the default, or {DESTINATION_ENV}): analysts query while syncs write; duckdb (one "
+        "file, one process at a time); filesystem (Parquet/Delta lake); or any dlt destination name",
     )
     sync.add_argument("--lake-url", default=str(lake_url()), help="bucket URL for --destination filesystem")
     sync.add_argument(
@@ -87,8 +90,8 @@ def run_sync(args: argparse.Namespace) -> int:
     with OceanTrackingClient(settings) as client, live_stats(client.stats, enabled=show_progress):
         result = sync_account(client, target, include_maps=not args.no_maps, models=not args.no_models)
     print_summary(target, result, time.monotonic() - started)
-    if target.duckdb_path is not None and not args.no_maps:
-        written = export_map_features_geoparquet(target.duckdb_path, args.geoparquet, target.dataset_name)
+    if target.store is not None and not args.no_maps:
+        written = export_map_features_geoparquet(target.store, args.geoparquet, target.dataset_name)
         if written:
             console.print(f"GeoParquet of the map features: {written}")
     raise_if_excessive(result.loaded.issues)
@@ -101,8 +104,8 @@ def print_summary(target: Target, result: SyncResult, seconds: float) -> None:
     """Rows per table and model, then what the sync spent of the rate budget."""
     if result.loaded.finished_pending_load:
         console.print("Finished the load an interrupted sync had left pending, then synced afresh.")
-    if target.duckdb_path is not None:
-        counts = Table(title=f"Rows in {target.duckdb_path}")
+    if target.store is not None:
+        counts = Table(title=f"Rows in {target.store.place}")
         counts.add_column("table")
         counts.add_column("rows", justify="right")
         for table, rows in result.row_counts.items():

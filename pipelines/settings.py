@@ -35,6 +35,12 @@ PIPELINE_NAME = SOURCE_NAME
 DATASET_NAME = SOURCE_NAME  # raw tables
 ANALYTICS_SCHEMA = "analytics"  # the SQL models
 WRITEBACK_SCHEMA = "writeback"  # write-back outcomes and audit log
+LAKE_NAME = "lake"  # the DuckLake's name: the catalog it is attached as (`lake.ocean_tracking.containers`)
+DESTINATION_ENV = "OCEAN_TRACKING_DESTINATION"
+DEFAULT_DESTINATION = "ducklake"  # the embedded default: analysts read while the schedule writes
+# dlt's own keys for its `ducklake` destination: the catalog and the data path are configuration.
+DUCKLAKE_CATALOG_ENV = "DESTINATION__DUCKLAKE__CREDENTIALS__CATALOG"
+DUCKLAKE_STORAGE_ENV = "DESTINATION__DUCKLAKE__CREDENTIALS__STORAGE__BUCKET_URL"
 
 # ---- local files -------------------------------------------------------------------------------------
 DATA_DIR_ENV = "OCEAN_TRACKING_DATA_DIR"
@@ -48,6 +54,7 @@ DEFAULT_DATA_DIR = "data"
 # Not `ocean_tracking.duckdb`: a DuckDB file named like the dataset makes `ocean_tracking.<table>`
 # ambiguous (catalog or schema?) to the binder, and dlt fails its DDL.
 DUCKDB_FILE_NAME = "warehouse.duckdb"
+DUCKLAKE_DIR_NAME = "ducklake"  # catalog.sqlite and files/
 GEOPARQUET_FILE_NAME = "map_features.parquet"
 MAPS_DIR_NAME = "maps"  # routes/<container>.png and overview.png
 
@@ -61,6 +68,21 @@ def duckdb_path() -> Path:
     """The warehouse file: $OCEAN_TRACKING_DUCKDB, else `<data_dir>/warehouse.duckdb`."""
     configured = os.environ.get(DUCKDB_ENV)
     return Path(configured) if configured else data_dir() / DUCKDB_FILE_NAME
+
+
+def default_destination() -> str:
+    """Where a sync loads unless told otherwise: $OCEAN_TRACKING_DESTINATION, else the DuckLake."""
+    return os.environ.get(DESTINATION_ENV) or DEFAULT_DESTINATION
+
+
+def ducklake_catalog_path() -> Path:
+    """The DuckLake's default SQLite catalog: `<data_dir>/ducklake/catalog.sqlite`."""
+    return data_dir() / DUCKLAKE_DIR_NAME / "catalog.sqlite"
+
+
+def ducklake_data_path() -> Path:
+    """The DuckLake's default data folder (Parquet files): `<data_dir>/ducklake/files`."""
+    return data_dir() / DUCKLAKE_DIR_NAME / "files"
 
 
 def lake_url() -> Path:

@@ -11,9 +11,7 @@ and Dagster does as downstream assets: the analytics models.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,7 @@ from pipelines.settings import ANALYTICS_SCHEMA, SOURCE_NAME
 from pipelines.warehouse.destinations import Target, make_pipeline
 from pipelines.warehouse.locks import WarehouseLockedError, connect_waiting, locked_error
 from pipelines.warehouse.models import build_models
-from pipelines.warehouse.tables import connect, create_geometry_view, table_row_counts
+from pipelines.warehouse.tables import create_geometry_view, table_row_counts
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +44,7 @@ class Loaded:
 
 @dataclass
 class SyncResult:
-    """What one sync did: the load, the API spend, rows per raw table and per model (embedded DuckDB only)."""
+    """What one sync did: the load, the API spend, rows per raw table and per model (embedded warehouse only)."""
 
     loaded: Loaded
     api_stats: dict[str, Any]
@@ -61,33 +59,43 @@ def finish_pending_load(pipeline: dlt.Pipeline, target: Target) -> bool:
     logger.warning("Finishing the load an interrupted sync left in %s before extracting afresh.", pipeline.working_dir)
     finish_normalize_commit(pipeline)
     pipeline.normalize()
-    load_waiting(pipeline, target, pipeline.load)
+    load_waiting(pipeline, target)
     return True
 
 
-def load_waiting(pipeline: dlt.Pipeline, target: Target, load: Callable[[], LoadInfo]) -> LoadInfo:
-    """Run `load` (dlt's `run` or `load`). When another process took the embedded warehouse after the
-    extraction began, wait for it (bounded, naming the holder) and then load the package that is already
-    normalized: an extraction is never thrown away, nor fetched again, because the load had to wait. When
-    the wait runs out, the package stays pending and the next sync loads it first."""
+def load_waiting(pipeline: dlt.Pipeline, target: Target) -> LoadInfo:
+    """Load the normalized package into the target, waiting for the warehouse instead of failing.
+
+    A lake's writer lock is taken for the load only (the extraction never holds it), waited for while a
+    model run, a maintenance run or a write-back publish holds it. A plain DuckDB file another process
+    took after the extraction began is waited for, then the package is loaded. Either way an extraction
+    is never thrown away, nor fetched again, because the load had to wait: past the wait the package
+    stays pending and the next sync loads it first."""
+    store = target.store
+    kept = "The extracted data is kept: the next sync loads it first."
+    if store is None:
+        return pipeline.load()
+    if store.is_lake:
+        try:
+            with store.writing():
+                return pipeline.load()
+        except WarehouseLockedError as error:
+            raise WarehouseLockedError(f"{error} {kept}") from None
     try:
-        return load()
+        return pipeline.load()
     except PipelineStepFailed as error:
-        locked = locked_error(error, target.duckdb_path) if target.duckdb_path is not None else None
-        if locked is None:
+        if locked_error(error, store.duckdb_file) is None:
             raise
-        if error.step != "load":
-            raise locked from None
     logger.warning("The load found %s held by another process; waiting for it, the extracted data is kept.",
-                   target.duckdb_path)
+                   store.duckdb_file)
     try:
-        connect_waiting(target.duckdb_path).close()
+        connect_waiting(store.duckdb_file).close()
         return pipeline.load()
     except (WarehouseLockedError, PipelineStepFailed) as error:
-        locked = error if isinstance(error, WarehouseLockedError) else locked_error(error, target.duckdb_path)
+        locked = error if isinstance(error, WarehouseLockedError) else locked_error(error, store.duckdb_file)
         if locked is None:
             raise
-        raise WarehouseLockedError(f"{locked} The extracted data is kept: the next sync loads it first.") from None
+        raise WarehouseLockedError(f"{locked} {kept}") from None
 
 
 def finish_normalize_commit(pipeline: dlt.Pipeline) -> None:
@@ -108,21 +116,34 @@ def finish_normalize_commit(pipeline: dlt.Pipeline) -> None:
 def load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target) -> Loaded:
     """Load one sync of `source` into `target`: finish a pending load, extract afresh, refresh the views.
 
-    The caller decides when a sync with too many failed items fails (`raise_if_excessive`): after it has
-    reported what loaded. An embedded warehouse another process holds is waited for (bounded) before any
-    request is spent and again before the load (`load_waiting`), and reported as held, not as dlt's
-    connection failure."""
-    if target.duckdb_path is not None:
-        connect_waiting(target.duckdb_path).close()
+    dlt's `run`, in its steps (restore the state, extract, normalize, load), so that only the load holds
+    the warehouse (`load_waiting`). The caller decides when a sync with too many failed items fails
+    (`raise_if_excessive`): after it has reported what loaded. A plain DuckDB file another process holds
+    is waited for (bounded) before any request is spent, and reported as held, not as dlt's connection
+    failure."""
+    store = target.store
+    if store is not None and not store.is_lake:
+        connect_waiting(store.duckdb_file).close()
     if target.table_format:
         for resource in source.resources.values():
             resource.apply_hints(table_format=target.table_format)
         history_without_scd2(source)
     finished = finish_pending_load(pipeline, target)
-    info = load_waiting(pipeline, target, partial(pipeline.run, source, loader_file_format="parquet"))
+    try:
+        if pipeline.config.restore_from_destination:
+            pipeline.sync_destination()
+        pipeline.extract(source, loader_file_format="parquet")
+        pipeline.normalize()
+    except Exception as error:
+        locked = locked_error(error, store.duckdb_file) if store is not None and not store.is_lake else None
+        if locked is None:
+            raise
+        raise locked from None
+    info = load_waiting(pipeline, target)
     info.raise_on_failed_jobs()
-    if target.duckdb_path is not None:
-        create_geometry_view(target.duckdb_path, target.dataset_name)
+    if store is not None:
+        with store.writing():
+            create_geometry_view(store, target.dataset_name)
     source_state = pipeline.state.get("sources", {}).get(SOURCE_NAME, {})
     return Loaded(info, finished, issues_of_load(source_state, info.loads_ids))
 
@@ -138,16 +159,16 @@ def sync_account(
 ) -> SyncResult:
     """Extract the whole account through `client` into `target`, then build the analytics models.
 
-    Models are built on the embedded DuckDB target (they are DuckDB SQL); other destinations get the raw
-    tables only. Too many failed items do not raise here: the caller reports the sync, then calls
+    Models are built on the embedded warehouse (a DuckLake or a DuckDB file: they are DuckDB SQL); other
+    destinations get the raw tables only. Too many failed items do not raise here: the caller reports the sync, then calls
     `raise_if_excessive(result.loaded.issues)`."""
     pipeline = make_pipeline(target, pipelines_dir)
     source = ocean_tracking(client=client, include_maps=include_maps, map_refresh_seconds=map_refresh_seconds)
     result = SyncResult(load_account(pipeline, source, target), client.stats())
-    if target.duckdb_path is not None:
+    store = target.store
+    if store is not None:
         if models:
-            search_path = (target.dataset_name, ANALYTICS_SCHEMA)
-            with connect(target.duckdb_path, search_path=search_path) as con:
+            with store.writing(), store.connect(search_path=(target.dataset_name, ANALYTICS_SCHEMA)) as con:
                 result.model_rows = build_models(con, app_url=client.settings.app_url)
-        result.row_counts = table_row_counts(target.duckdb_path, target.dataset_name)
+        result.row_counts = table_row_counts(store, target.dataset_name)
     return result

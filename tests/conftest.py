@@ -40,6 +40,14 @@ def hold_duckdb(path: Path, seconds: float, *, read_only: bool = False) -> subpr
     return holder
 
 
+def lake_in(data_dir: Path):
+    """The DuckLake a process with `OCEAN_TRACKING_DATA_DIR=data_dir` uses by default (the suite's
+    default warehouse): its SQLite catalog and data folder under `data_dir/ducklake`."""
+    from pipelines.warehouse.store import ducklake_store
+
+    return ducklake_store(f"sqlite:///{data_dir / 'ducklake' / 'catalog.sqlite'}", str(data_dir / "ducklake" / "files"))
+
+
 def shared_dir() -> Path:
     """The shared reference dir: `<repo>/../shared`, or $OCEAN_TRACKING_SHARED_DIR."""
     env = os.environ.get("OCEAN_TRACKING_SHARED_DIR")

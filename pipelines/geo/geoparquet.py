@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from contextlib import closing
 from pathlib import Path
 
 from pipelines.geo.features import write_geoparquet
 from pipelines.settings import DATASET_NAME
-from pipelines.warehouse.locks import connect_waiting
+from pipelines.warehouse.store import WarehouseStore
 from pipelines.warehouse.tables import table_exists
 
 
 def export_map_features_geoparquet(
-    duckdb_path: Path, out_path: Path, dataset_name: str = DATASET_NAME
+    store: WarehouseStore, out_path: Path, dataset_name: str = DATASET_NAME
 ) -> Path | None:
     """Write every loaded map feature as GeoParquet (EPSG:4326); None when no map was loaded.
 
     Reads the raw WKB columns through Arrow (no per-row Python) and lets geopandas write the
     GeoParquet metadata that QGIS, GDAL and DuckDB's reader expect.
     """
-    with closing(connect_waiting(duckdb_path, read_only=True)) as con:
+    with store.connect(read_only=True) as con:
         if not table_exists(con, dataset_name, "map_features"):
             return None
         table = con.execute(

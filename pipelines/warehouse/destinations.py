@@ -1,8 +1,11 @@
 """Where a sync loads: dlt destinations and the dlt pipeline around the `ocean_tracking` source.
 
-DuckDB at `data/warehouse.duckdb` is the embedded default. `destination="filesystem"` writes a
-Parquet lake (Delta tables, so merge keeps one row per id instead of silently appending); any other
-dlt destination name works with dlt's own configuration (`DESTINATION__<NAME>__CREDENTIALS`, ...).
+The embedded default is a DuckLake (dlt's `ducklake` destination: a SQLite catalog and Parquet files
+under `data/ducklake/`) that analysts query while the schedule writes; `duckdb` is the plain file
+`data/warehouse.duckdb`. Both are a `WarehouseStore` the rest of the pipeline reads and writes through.
+`destination="filesystem"` writes a Parquet lake (Delta tables, so merge keeps one row per id instead of
+silently appending); any other dlt destination name works with dlt's own configuration
+(`DESTINATION__<NAME>__CREDENTIALS`, ...).
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from dlt.common.pipeline import get_dlt_pipelines_dir
 
 from pipelines import settings
 from pipelines.errors import ConfigurationError
-from pipelines.settings import DATASET_NAME, PIPELINE_NAME, duckdb_path, lake_url
+from pipelines.settings import DATASET_NAME, LAKE_NAME, PIPELINE_NAME, lake_url
+from pipelines.warehouse.extensions import OFFLINE_CONFIG
+from pipelines.warehouse.store import WarehouseStore, duckdb_store, ducklake_store
 
 # The destinations dlt ships, for "did you mean" when a name is mistyped.
 KNOWN_DESTINATIONS = tuple(sorted(dlt.destinations.__all__))
@@ -31,15 +36,31 @@ class Target:
 
     destination: Any
     dataset_name: str = DATASET_NAME
-    duckdb_path: Path | None = None
+    store: WarehouseStore | None = None  # the embedded warehouse we read back (models, exports, checks)
     table_format: str | None = None
 
 
+def ducklake_target(store: WarehouseStore | None = None, dataset_name: str = DATASET_NAME) -> Target:
+    """The embedded default: a DuckLake, through dlt's `ducklake` destination, on the store's catalog and
+    data path (see `ducklake_store` for where they come from)."""
+    from dlt.destinations.impl.ducklake.configuration import DuckLakeCredentials
+
+    store = store or ducklake_store()
+    catalog = store.catalog
+    if store.catalog_file:
+        store.catalog_file.parent.mkdir(parents=True, exist_ok=True)
+        catalog = f"sqlite:///{store.catalog_file}"
+    credentials = DuckLakeCredentials(LAKE_NAME, catalog=catalog, storage=store.data_path)
+    # dlt's loader connections: never download an extension (they are installed from the wheels)
+    credentials.global_config = dict(OFFLINE_CONFIG)
+    return Target(dlt.destinations.ducklake(credentials=credentials), dataset_name, store=store)
+
+
 def duckdb_target(path: str | Path | None = None, dataset_name: str = DATASET_NAME) -> Target:
-    """The embedded default: one DuckDB file (its folder is created)."""
-    path = Path(path) if path is not None else duckdb_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return Target(dlt.destinations.duckdb(str(path)), dataset_name, duckdb_path=path)
+    """The plain DuckDB file option (its folder is created): one process at a time."""
+    store = duckdb_store(path)
+    store.duckdb_file.parent.mkdir(parents=True, exist_ok=True)
+    return Target(dlt.destinations.duckdb(str(store.duckdb_file)), dataset_name, store=store)
 
 
 def lake_target(bucket_url: str | Path | None = None, dataset_name: str = DATASET_NAME) -> Target:
@@ -67,8 +88,11 @@ def resolve_target(
     lake: str | Path | None = None,
     dataset_name: str = DATASET_NAME,
 ) -> Target:
-    """The target a destination name stands for: `duckdb` (a file), `filesystem` (a lake), or any dlt name,
-    loading into `dataset_name` (one dataset per account when several share a warehouse)."""
+    """The target a destination name stands for: `ducklake` (the embedded default), `duckdb` (a file),
+    `filesystem` (a Delta lake), or any dlt name, loading into `dataset_name` (one dataset per account
+    when several share a warehouse)."""
+    if destination == "ducklake":
+        return ducklake_target(dataset_name=dataset_name)
     if destination == "duckdb":
         return duckdb_target(duckdb_file, dataset_name)
     if destination == "filesystem":
@@ -78,8 +102,8 @@ def resolve_target(
 
 def target_fingerprint(target: Target) -> str:
     """A short stable id of where the target loads (file, bucket or destination name, and dataset)."""
-    if target.duckdb_path is not None:
-        place = str(target.duckdb_path.resolve())
+    if target.store is not None:
+        place = target.store.place if target.store.is_lake else str(target.store.duckdb_file.resolve())
     else:
         place = str(getattr(target.destination, "config_params", {}).get("bucket_url") or target.destination)
     return hashlib.sha256(f"{place}|{target.dataset_name}".encode()).hexdigest()[:12]

@@ -17,7 +17,8 @@ from rich.table import Table
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
-from pipelines.settings import API_KEY_ENV, duckdb_path
+from pipelines.settings import API_KEY_ENV, DESTINATION_ENV
+from pipelines.warehouse.store import embedded_store
 from pipelines.writeback.documents import items_from_source, upload_documents
 from pipelines.writeback.inputs import REF_NUMBER_COLUMNS, TRACKING_REQUEST_COLUMNS, read_rows
 from pipelines.writeback.ref_numbers import patch_ref_numbers
@@ -40,8 +41,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("source", metavar=metavar, help=help_text)
         sub.add_argument("--dry-run", action="store_true", help="validate and report; send and record nothing")
-        sub.add_argument("--duckdb", type=Path, default=duckdb_path(),
-                         help="warehouse DuckDB file (lookups, outcomes, journal, audit log)")
+        sub.add_argument("--duckdb", type=Path, default=None,
+                         help="a plain DuckDB warehouse file for lookups and outcomes (default: the warehouse "
+                              f"{DESTINATION_ENV} names, the DuckLake unless set)")
         sub.add_argument("--base-url", help="API base URL ending in /v2 (default: config)")
         sub.add_argument("--api-key", help=f"API key (prefer {API_KEY_ENV})")
         sub.add_argument("--rate-window", type=float, default=None, help="rate window seconds (sandbox: scaled)")
@@ -60,7 +62,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def _session(args: argparse.Namespace):
     """The client, the read-only warehouse (lookups) and the journal for one batch (`writeback_session`)."""
     settings = load_settings(api_key=args.api_key, base_url=args.base_url, rate_window_seconds=args.rate_window)
-    with writeback_session(args.duckdb, dry_run=args.dry_run) as (warehouse, store), \
+    with writeback_session(embedded_store(duckdb_file=args.duckdb), dry_run=args.dry_run) as (warehouse, store), \
             OceanTrackingClient(settings) as client:
         yield client, warehouse, store
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from pipelines.errors import ApiError, ConfigurationError, InputError
 from pipelines.settings import WRITEBACK_SCHEMA, lock_timeout_seconds, writeback_journal_path
-from pipelines.warehouse.locks import connect_waiting
+from pipelines.warehouse.store import WarehouseStore
 
 SCHEMA = WRITEBACK_SCHEMA
 
@@ -189,10 +189,10 @@ class WritebackStore:
 
     # ---- publishing -------------------------------------------------------------------------------
 
-    def publish(self, duckdb_path: str | Path) -> dict[str, int]:
+    def publish(self, warehouse: WarehouseStore) -> dict[str, int]:
         """Copy the journal's tables into the warehouse's `writeback` schema for analysts (upload URLs left
         out), replacing the previous copy in one transaction; rows per table. Waits while another process
-        holds the warehouse (see `pipelines.warehouse.locks`)."""
+        writes the warehouse (see `pipelines.warehouse.locks`)."""
         tables = {}
         for name in PUBLISHED_TABLES:
             rows = _dicts(self.con.execute(f"select * from {SCHEMA}.{name}"))
@@ -200,8 +200,7 @@ class WritebackStore:
                        if d[1] not in UNPUBLISHED_COLUMNS]
             schema = pa.schema([(c, pa.int64() if c in INTEGER_COLUMNS else pa.string()) for c in columns])
             tables[name] = pa.Table.from_pylist([{c: row[c] for c in columns} for row in rows], schema=schema)
-        con = connect_waiting(duckdb_path)
-        try:
+        with warehouse.writing(), warehouse.connect() as con:
             con.begin()
             con.execute(f"create schema if not exists {SCHEMA}")
             for name, table in tables.items():
@@ -213,34 +212,30 @@ class WritebackStore:
                 con.execute(f"create or replace table {SCHEMA}.{name} as select {typed} from journal_rows")
                 con.unregister("journal_rows")
             con.commit()
-        finally:
-            con.close()
         return {name: table.num_rows for name, table in tables.items()}
 
 
 @contextmanager
 def writeback_session(
-    duckdb_path: str | Path, *, dry_run: bool, journal: str | Path | None = None
+    warehouse: WarehouseStore, *, dry_run: bool, journal: str | Path | None = None
 ) -> Iterator[tuple[duckdb.DuckDBPyConnection | None, WritebackStore]]:
-    """The warehouse, read-only, for lookups (None before the first sync) and the journal (by default beside
-    the warehouse), for one batch;
-    afterwards the journal's outcomes are published into the warehouse (not after a dry run). The CLI
-    commands and the Dagster ops both run their batches inside one."""
-    duckdb_path = Path(duckdb_path)
-    store = WritebackStore(journal if journal is not None else writeback_journal_path(duckdb_path))
-    warehouse = connect_waiting(duckdb_path, read_only=True) if duckdb_path.exists() else None
+    """The warehouse, read-only, for lookups (None before the first sync) and the journal (by default the
+    one that goes with the warehouse), for one batch; afterwards the journal's outcomes are published into
+    the warehouse (not after a dry run). The CLI commands and the Dagster ops both run their batches
+    inside one."""
+    store = WritebackStore(journal if journal is not None else warehouse.journal_path)
+    lookups = ExitStack()
     wrote_nothing = dry_run
     try:
-        yield warehouse, store
+        session = lookups.enter_context(warehouse.connect(read_only=True)) if warehouse.exists() else None
+        yield session, store
     except InputError:
         wrote_nothing = True  # refused before any request: nothing to publish
         raise
     finally:
-        if warehouse is not None:
-            warehouse.close()  # before publishing: one process cannot hold the file read-only and read-write
+        lookups.close()  # before publishing: one process cannot hold a DuckDB file read-only and read-write
         try:
             if not wrote_nothing:
-                duckdb_path.parent.mkdir(parents=True, exist_ok=True)
-                store.publish(duckdb_path)
+                store.publish(warehouse)
         finally:
             store.close()

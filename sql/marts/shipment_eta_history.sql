@@ -2,7 +2,8 @@
 -- Grain: one row per shipment per POD ETA version (consecutive SCD2 versions whose `pod_eta_at` did not
 -- change, because another date changed, are merged into one). `valid_to` is null for the current ETA.
 -- `eta_change_hours` is the delta versus the previous version (positive = later, i.e. a delay);
--- `eta_vs_original_hours` the delta versus the carrier's first ETA (`pod_original_eta_at`).
+-- `eta_vs_original_hours` the delta versus the carrier's first ETA (`pod_original_eta_at`). Deltas are
+-- hours, not INTERVALs: Parquet (the lake's files) and most warehouses cannot store a negative interval.
 -- Key: shipment_id, eta_version
 
 create or replace table analytics.shipment_eta_history as
@@ -65,10 +66,8 @@ select
     with_previous.valid_to is null as is_current,
     with_previous.pod_eta_at,
     with_previous.previous_pod_eta_at,
-    with_previous.pod_eta_at - with_previous.previous_pod_eta_at as eta_change,
     round(epoch(with_previous.pod_eta_at - with_previous.previous_pod_eta_at) / 3600, 2) as eta_change_hours,
     shipments.pod_original_eta_at,
-    with_previous.pod_eta_at - shipments.pod_original_eta_at as eta_vs_original,
     round(epoch(with_previous.pod_eta_at - shipments.pod_original_eta_at) / 3600, 2) as eta_vs_original_hours
 from with_previous
 left join shipments

@@ -10,7 +10,7 @@ import dagster as dg
 import pytest
 
 from assets.resources import OceanTrackingApi, Warehouse
-from tests.conftest import FULL_KEY
+from tests.conftest import FULL_KEY, lake_in
 from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS
 
 # The session sandbox's limits are generous, so the client's window can be tiny.
@@ -18,13 +18,19 @@ TEST_RATE_WINDOW = 0.05
 
 
 def sandbox_resources(server, workdir: Path, *, key: str = FULL_KEY) -> dict[str, dg.ConfigurableResource]:
-    """The definitions' resources, pointed at `server` and at a DuckDB file in `workdir`."""
+    """The definitions' resources, pointed at `server` and at a DuckLake under `workdir/data`."""
     return {
         "ocean_tracking_api": OceanTrackingApi(
             api_key=key, base_url=server.base_url, app_url=server.app_url, rate_window_seconds=TEST_RATE_WINDOW
         ),
-        "warehouse": Warehouse(duckdb_path=str(workdir / "warehouse.duckdb")),
+        "warehouse": warehouse_resource(workdir / "data"),
     }
+
+
+def warehouse_resource(data_dir: Path) -> Warehouse:
+    """The warehouse resource on the DuckLake a process with `OCEAN_TRACKING_DATA_DIR=data_dir` uses."""
+    store = lake_in(data_dir)
+    return Warehouse(destination="ducklake", catalog=store.catalog, data_path=store.data_path)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Helpers for whole-flow tests: a client pointed at a sandbox, one sync into a DuckDB file, reads back."""
+"""Helpers for whole-flow tests: a client pointed at a sandbox, one sync into a DuckLake, reads back."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 import requests
 
@@ -15,9 +14,9 @@ from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.settings import DATASET_NAME
 from pipelines.sync import sync_account
-from pipelines.warehouse.destinations import duckdb_target
-from pipelines.warehouse.spatial import load_spatial
-from tests.conftest import FULL_KEY, SANDBOX_START
+from pipelines.warehouse.destinations import ducklake_target
+from pipelines.warehouse.store import WarehouseStore
+from tests.conftest import FULL_KEY, SANDBOX_START, lake_in
 
 
 @dataclass
@@ -25,13 +24,11 @@ class SyncResult:
     """What one sync spent and where it wrote."""
 
     stats: dict[str, Any]
-    duckdb_path: Path
+    store: WarehouseStore
 
     def query(self, sql: str) -> list[tuple]:
-        """Run SQL against the dataset (schema `ocean_tracking` is the search path)."""
-        with duckdb.connect(str(self.duckdb_path), read_only=True) as con:
-            load_spatial(con)
-            con.execute(f"set search_path = '{DATASET_NAME}'")
+        """Run SQL against the dataset (schema `ocean_tracking` is the search path), read-only."""
+        with self.store.connect(read_only=True, search_path=(DATASET_NAME,)) as con:
             return con.execute(sql).fetchall()
 
     def scalar(self, sql: str) -> Any:
@@ -83,12 +80,12 @@ def sync_once(
     settings: dict[str, Any] | None = None,
     **source_args,
 ) -> SyncResult:
-    """One full sync of `server` into `workdir/warehouse.duckdb` with a pipeline dir in workdir;
-    `settings` overrides client settings (timeouts, attempts)."""
-    target = duckdb_target(workdir / "warehouse.duckdb")
+    """One full sync of `server` into the DuckLake under `workdir/data` (where `cli_env` points a CLI
+    process too) with a pipeline dir in workdir; `settings` overrides client settings (timeouts, attempts)."""
+    target = ducklake_target(lake_in(workdir / "data"))
     with make_client(server, workdir, key=key, window=window, **(settings or {})) as client:
         result = sync_account(client, target, pipelines_dir=workdir / "dlt", models=False, **source_args)
-        return SyncResult(result.api_stats, target.duckdb_path)
+        return SyncResult(result.api_stats, target.store)
 
 
 def advance_clock(server, seconds: float) -> None:

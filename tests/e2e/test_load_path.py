@@ -14,23 +14,24 @@ from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
 from pipelines.warehouse.models import project_models
 from pipelines.warehouse.tables import table_row_counts
 from tests.assets.conftest import sandbox_resources
+from tests.conftest import lake_in
 from tests.e2e.conftest import cli_env
 
 pytestmark = pytest.mark.slow
 
 
-def _tables_and_rows(path) -> dict[str, int]:
+def _tables_and_rows(store) -> dict[str, int]:
     return {
         f"{schema}.{table}": rows
         for schema in (DATASET_NAME, ANALYTICS_SCHEMA)
-        for table, rows in table_row_counts(path, schema, views=True).items()
+        for table, rows in table_row_counts(store, schema, views=True).items()
     }
 
 
 def test_cli_sync_and_dagster_leave_the_same_tables(fresh_sandbox, tmp_path):
     env = cli_env(fresh_sandbox.base_url, tmp_path, SOURCES__OCEAN_TRACKING__APP_URL=fresh_sandbox.app_url)
-    cli_file = tmp_path / "cli" / "warehouse.duckdb"
-    command = [sys.executable, "-m", "pipelines", "sync", "--duckdb", str(cli_file), "--no-progress",
+    env["OCEAN_TRACKING_DATA_DIR"] = str(tmp_path / "cli")
+    command = [sys.executable, "-m", "pipelines", "sync", "--no-progress",
                "--geoparquet", str(tmp_path / "cli" / "features.parquet")]  # fmt: skip
     cli = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert cli.returncode == 0, cli.stdout + cli.stderr
@@ -44,7 +45,7 @@ def test_cli_sync_and_dagster_leave_the_same_tables(fresh_sandbox, tmp_path):
         )
     assert result.success
 
-    by_cli, by_dagster = _tables_and_rows(cli_file), _tables_and_rows(dagster_dir / "warehouse.duckdb")
+    by_cli, by_dagster = _tables_and_rows(lake_in(tmp_path / "cli")), _tables_and_rows(lake_in(dagster_dir / "data"))
     assert by_cli == by_dagster
     assert {f"{ANALYTICS_SCHEMA}.{model.name}" for model in project_models()} <= set(by_cli)
     assert by_cli[f"{DATASET_NAME}.shipments"] > 0 and by_cli[f"{ANALYTICS_SCHEMA}.container_status"] > 0

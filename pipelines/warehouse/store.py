@@ -1,0 +1,214 @@
+"""The embedded warehouse the pipeline writes and analysts read: a DuckLake by default, or a DuckDB file.
+
+A DuckDB file has one writer and no readers from other processes while it writes, so an analyst who keeps
+a session open stops the schedule (and the schedule stops the analyst). A DuckLake keeps its catalog in a
+database made for several processes (SQLite in WAL mode by default; PostgreSQL across hosts) and its
+data in immutable Parquet files: any number of read-only sessions attach while one writer commits
+snapshots, and every reader sees each new snapshot without reconnecting. Measured in
+`tests/e2e/test_concurrent_analyst.py` and `bench/lake_vs_duckdb.py`.
+
+`WarehouseStore` is the one way in for everything that reads or writes the embedded warehouse: the load,
+the models, the exports, the write-back records, the checks, the analysts' session. Writers take one lock
+(`writing`), so a load, a model run, a maintenance run and a write-back publish never race a commit;
+readers take none.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import duckdb
+
+from pipelines.errors import ConfigurationError
+from pipelines.settings import (
+    DESTINATION_ENV,
+    DUCKLAKE_CATALOG_ENV,
+    DUCKLAKE_STORAGE_ENV,
+    LAKE_NAME,
+    default_destination,
+    duckdb_path,
+    ducklake_catalog_path,
+    ducklake_data_path,
+    writeback_journal_path,
+)
+from pipelines.warehouse.extensions import load_spatial, offline_connection
+from pipelines.warehouse.locks import connect_waiting, exclusive_file_lock
+
+logger = logging.getLogger(__name__)
+
+# What the lake's SQLite catalog needs for several processes (measured, see STACK-NOTES): WAL, so readers
+# never block the writer, and a busy timeout, so a reader waits out a commit instead of failing.
+SQLITE_CATALOG_OPTIONS = "META_JOURNAL_MODE 'WAL', META_BUSY_TIMEOUT 10000"
+WRITER_LOCK_NAME = "writer.lock"
+
+
+@dataclass(frozen=True)
+class WarehouseStore:
+    """Where the embedded warehouse lives: a DuckLake (`catalog` URL + `data_path`) or a DuckDB file."""
+
+    catalog: str | None = None  # sqlite:///abs/catalog.sqlite, postgres:dbname=... (DuckLake)
+    data_path: str | None = None  # the lake's Parquet files: a folder or an object-store URL
+    duckdb_file: Path | None = None  # the plain DuckDB option
+
+    @property
+    def is_lake(self) -> bool:
+        """True for a DuckLake, False for a plain DuckDB file."""
+        return self.duckdb_file is None
+
+    @property
+    def catalog_file(self) -> Path | None:
+        """The SQLite catalog's file, when the catalog is one."""
+        if self.catalog and self.catalog.startswith("sqlite:"):
+            return Path(self.catalog.removeprefix("sqlite:").removeprefix("///"))
+        return None
+
+    @property
+    def place(self) -> str:
+        """What to call the warehouse in messages and fingerprints (never a password)."""
+        if not self.is_lake:
+            return str(self.duckdb_file)
+        catalog = str(self.catalog_file) if self.catalog_file else _without_password(self.catalog or "")
+        return f"the DuckLake {catalog} (data in {self.data_path})"
+
+    @property
+    def folder(self) -> Path:
+        """The local folder the warehouse's own files live in (the writer lock, the default journal)."""
+        if not self.is_lake:
+            return self.duckdb_file.parent
+        return (self.catalog_file or Path(ducklake_catalog_path())).parent
+
+    @property
+    def journal_path(self) -> Path:
+        """The write-back journal that goes with this warehouse (see `settings.writeback_journal_path`)."""
+        return writeback_journal_path(self.duckdb_file if not self.is_lake else None)
+
+    def exists(self) -> bool:
+        """True once a sync (or anything else) has created the warehouse."""
+        if not self.is_lake:
+            return self.duckdb_file.exists()
+        return self.catalog_file.exists() if self.catalog_file else True
+
+    def attach_sql(self, *, read_only: bool) -> str:
+        """The ATTACH statement of the lake as `LAKE_NAME`. Readers leave the data path to the catalog (a
+        restored or moved lake keeps working); the writer names it, creating the lake if it is new."""
+        options = [] if read_only else [f"DATA_PATH '{self.data_path}'"]
+        if self.catalog_file:
+            target = f"ducklake:sqlite:{self.catalog_file}"
+            options.append(SQLITE_CATALOG_OPTIONS)
+        else:  # a PostgreSQL (or MySQL) catalog, named as dlt names it, in dlt's metadata schema
+            driver = self.catalog.split(":", 1)[0].replace("postgresql", "postgres")
+            target = f"ducklake:{driver}:{self.catalog}"
+            options.append(f"METADATA_SCHEMA '{LAKE_NAME}'")
+        if read_only:
+            options.append("READ_ONLY")
+        return f"ATTACH '{target}' AS {LAKE_NAME} ({', '.join(options)})"
+
+    @contextmanager
+    def connect(self, *, read_only: bool = False, search_path: Sequence[str] = ()) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A DuckDB session on the warehouse, spatial loaded, and of `search_path` the schemas that exist
+        on the search path. On a lake a read-only session never waits and never blocks the writer; a
+        writing one should be opened inside `writing()`. A DuckDB file held by another process is waited
+        for (bounded, naming the holder)."""
+        if self.is_lake:
+            con = offline_connection()
+            try:
+                if self.catalog_file:
+                    self.catalog_file.parent.mkdir(parents=True, exist_ok=True)
+                if read_only and not self.exists():
+                    raise ConfigurationError(f"No warehouse at {self.place} yet: run a sync first.")
+                con.execute(self.attach_sql(read_only=read_only))
+                con.execute(f"use {LAKE_NAME}")
+            except Exception:
+                con.close()
+                raise
+        else:
+            self.duckdb_file.parent.mkdir(parents=True, exist_ok=True)
+            con = connect_waiting(self.duckdb_file, read_only=read_only)
+            load_spatial(con)
+        try:
+            existing = {
+                row[0]
+                for row in con.execute(
+                    "select schema_name from information_schema.schemata where catalog_name = current_database()"
+                ).fetchall()
+            }
+            schemas = [schema for schema in search_path if schema in existing]
+            if schemas:
+                con.execute(f"set search_path = '{','.join(schemas)}'")
+            yield con
+        finally:
+            if self.is_lake:
+                # detach before closing: an attached catalog closed mid-way can be left inconsistent (dlt does the same)
+                with suppress(duckdb.Error):
+                    con.execute(f"use memory; detach {LAKE_NAME}")
+            con.close()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the warehouse's one writer lock for the block, waiting (bounded, naming the holder) while
+        another process writes. A DuckDB file is its own lock (`connect` waits for it)."""
+        if not self.is_lake:
+            yield
+            return
+        with exclusive_file_lock(self.folder / WRITER_LOCK_NAME, f"the writer lock of {self.place}"):
+            yield
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@")
+    return " ".join(word for word in url.split() if not word.lower().startswith("password="))
+
+
+def _absolute(path: str) -> str:
+    """A local path made absolute (dlt would otherwise place a relative one inside its working folder)."""
+    return path if "://" in path else str(Path(path).resolve())
+
+
+def ducklake_store(catalog: str | None = None, data_path: str | None = None) -> WarehouseStore:
+    """The DuckLake as configured: explicit values, else dlt's own keys for its `ducklake` destination
+    (`DESTINATION__DUCKLAKE__CREDENTIALS__CATALOG`, `..._STORAGE__BUCKET_URL`, or the same in
+    `.dlt/*.toml`), else a SQLite catalog and a data folder under `<data_dir>/ducklake/`."""
+    import dlt
+
+    catalog = catalog or os.environ.get(DUCKLAKE_CATALOG_ENV) or dlt.secrets.get("destination.ducklake.credentials.catalog")
+    data_path = (
+        data_path
+        or os.environ.get(DUCKLAKE_STORAGE_ENV)
+        or dlt.config.get("destination.ducklake.credentials.storage.bucket_url")
+    )
+    if catalog is not None and not isinstance(catalog, str):
+        raise ConfigurationError(f"{DUCKLAKE_CATALOG_ENV} must be a connection string, e.g. sqlite:///path/catalog.sqlite")
+    catalog = catalog or f"sqlite:///{ducklake_catalog_path()}"
+    if catalog.startswith("sqlite:"):
+        catalog = "sqlite:///" + _absolute(catalog.removeprefix("sqlite:").removeprefix("///"))
+    data_path = _absolute(str(data_path or ducklake_data_path()))
+    if "://" not in data_path:
+        Path(data_path).mkdir(parents=True, exist_ok=True)
+        data_path = data_path.rstrip("/") + "/"
+    return WarehouseStore(catalog=catalog, data_path=data_path)
+
+
+def duckdb_store(path: str | Path | None = None) -> WarehouseStore:
+    """The plain DuckDB file option (default `<data_dir>/warehouse.duckdb`)."""
+    return WarehouseStore(duckdb_file=Path(path) if path is not None else duckdb_path())
+
+
+def embedded_store(destination: str | None = None, duckdb_file: str | Path | None = None) -> WarehouseStore:
+    """The embedded warehouse a command reads and writes: a DuckDB file when one is named, else the
+    configured destination's (`OCEAN_TRACKING_DESTINATION`: `ducklake` by default, or `duckdb`)."""
+    destination = "duckdb" if duckdb_file is not None else (destination or default_destination())
+    if destination == "ducklake":
+        return ducklake_store()
+    if destination == "duckdb":
+        return duckdb_store(duckdb_file)
+    raise ConfigurationError(
+        f"{DESTINATION_ENV}={destination} is not an embedded warehouse: this needs ducklake or duckdb."
+    )
