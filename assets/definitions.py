@@ -19,6 +19,7 @@ import dagster as dg
 
 from assets.checks import ingest_checks
 from assets.ingest import ocean_tracking_assets
+from assets.maintenance import lake_maintenance, lake_maintenance_job, lake_maintenance_schedule
 from assets.maps import map_assets
 from assets.models import model_assets, model_checks
 from assets.resources import OceanTrackingApi, Warehouse
@@ -63,10 +64,10 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
 
 
 defs = dg.Definitions(
-    assets=[ocean_tracking_assets, *model_assets, *map_assets],
+    assets=[ocean_tracking_assets, *model_assets, *map_assets, lake_maintenance],
     asset_checks=[*ingest_checks, *model_checks],
-    jobs=[full_sync_job, refresh_job, follow_up_job, *writeback_jobs],
-    schedules=[full_sync_schedule, refresh_schedule],
+    jobs=[full_sync_job, refresh_job, follow_up_job, lake_maintenance_job, *writeback_jobs],
+    schedules=[full_sync_schedule, refresh_schedule, lake_maintenance_schedule],
     sensors=[pending_tracking_requests_sensor],
     resources=build_resources(),
 )

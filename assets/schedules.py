@@ -19,7 +19,8 @@ ASSUMED_SIZE = AccountSize(shipments=1000, containers_at_sea=1000, containers_be
 
 full_sync_job = dg.define_asset_job(
     "full_sync",
-    selection=dg.AssetSelection.all(),  # every asset and its checks
+    # every asset and its checks but the lake's maintenance, which has its own schedule
+    selection=dg.AssetSelection.all() - dg.AssetSelection.groups("maintenance"),
     description="Everything: the whole account through the ingest graph, then the models and maps.",
 )
 

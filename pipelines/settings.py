@@ -48,6 +48,8 @@ DUCKDB_ENV = "OCEAN_TRACKING_DUCKDB"
 PIPELINES_DIR_ENV = "OCEAN_TRACKING_PIPELINES_DIR"
 FRESHNESS_HOURS_ENV = "OCEAN_TRACKING_FRESHNESS_HOURS"
 WRITEBACK_JOURNAL_ENV = "OCEAN_TRACKING_WRITEBACK_JOURNAL"
+LAKE_RETENTION_ENV = "OCEAN_TRACKING_LAKE_RETENTION_DAYS"
+DEFAULT_LAKE_RETENTION_DAYS = 30.0  # how far back time travel reaches once maintenance has run
 LOCK_TIMEOUT_ENV = "OCEAN_TRACKING_LOCK_TIMEOUT_SECONDS"
 DEFAULT_LOCK_TIMEOUT_SECONDS = 120.0
 DEFAULT_DATA_DIR = "data"
@@ -56,6 +58,7 @@ DEFAULT_DATA_DIR = "data"
 DUCKDB_FILE_NAME = "warehouse.duckdb"
 DUCKLAKE_DIR_NAME = "ducklake"  # catalog.sqlite and files/
 GEOPARQUET_FILE_NAME = "map_features.parquet"
+WRITEBACK_JOURNAL_FILE_NAME = "writeback_journal.sqlite"
 MAPS_DIR_NAME = "maps"  # routes/<container>.png and overview.png
 
 
@@ -75,14 +78,14 @@ def default_destination() -> str:
     return os.environ.get(DESTINATION_ENV) or DEFAULT_DESTINATION
 
 
-def ducklake_catalog_path() -> Path:
-    """The DuckLake's default SQLite catalog: `<data_dir>/ducklake/catalog.sqlite`."""
-    return data_dir() / DUCKLAKE_DIR_NAME / "catalog.sqlite"
+def ducklake_catalog_path(base: Path | None = None) -> Path:
+    """The DuckLake's default SQLite catalog: `<data_dir>/ducklake/catalog.sqlite` (`base` for the data dir)."""
+    return (base or data_dir()) / DUCKLAKE_DIR_NAME / "catalog.sqlite"
 
 
-def ducklake_data_path() -> Path:
-    """The DuckLake's default data folder (Parquet files): `<data_dir>/ducklake/files`."""
-    return data_dir() / DUCKLAKE_DIR_NAME / "files"
+def ducklake_data_path(base: Path | None = None) -> Path:
+    """The DuckLake's default data folder (Parquet files): `<data_dir>/ducklake/files` (`base` for the data dir)."""
+    return (base or data_dir()) / DUCKLAKE_DIR_NAME / "files"
 
 
 def lake_url() -> Path:
@@ -107,12 +110,17 @@ def writeback_journal_path(warehouse: Path | None = None) -> Path:
     configured = os.environ.get(WRITEBACK_JOURNAL_ENV)
     if configured:
         return Path(configured)
-    return (warehouse.parent if warehouse is not None else data_dir()) / "writeback_journal.sqlite"
+    return (warehouse.parent if warehouse is not None else data_dir()) / WRITEBACK_JOURNAL_FILE_NAME
 
 
 def lock_timeout_seconds() -> float:
     """How long to wait for a lock another process holds (warehouse, journal) before giving up."""
     return float(os.environ.get(LOCK_TIMEOUT_ENV) or DEFAULT_LOCK_TIMEOUT_SECONDS)
+
+
+def lake_retention_days() -> float:
+    """How long the lake keeps old snapshots (time travel) before maintenance expires them."""
+    return float(os.environ.get(LAKE_RETENTION_ENV) or DEFAULT_LAKE_RETENTION_DAYS)
 
 
 def pipelines_dir(default: Path) -> Path:

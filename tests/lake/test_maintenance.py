@@ -1,0 +1,85 @@
+"""Lake maintenance (compaction, snapshot expiry, cleanup) on a lake real syncs wrote, and time travel
+after it: the containers as of an earlier sync are still there within the retention, gone past it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import dagster as dg
+import duckdb
+import pytest
+
+from assets.maintenance import lake_maintenance
+from pipelines.settings import LAKE_NAME
+from pipelines.warehouse.maintenance import maintain_lake
+from tests.assets.conftest import warehouse_resource
+from tests.e2e.conftest import advance_clock, sync_once
+
+pytestmark = pytest.mark.slow
+
+CONTAINERS = "select id, current_status, pod_discharged_at from ocean_tracking.containers{at} order by id"
+
+
+def _snapshot(store) -> tuple[int, object]:
+    with store.connect(read_only=True) as con:
+        return con.execute(
+            f"select snapshot_id, snapshot_time from {LAKE_NAME}.snapshots() order by snapshot_id desc limit 1"
+        ).fetchone()
+
+
+def _rows(store, at: str = "") -> list[tuple]:
+    with store.connect(read_only=True) as con:
+        return con.execute(CONTAINERS.format(at=at)).fetchall()
+
+
+@pytest.fixture
+def two_syncs(fresh_sandbox, tmp_path):
+    """A lake after one sync, the world moved on 20 days, and a second sync; with the first sync's
+    snapshot and its containers."""
+    first = sync_once(fresh_sandbox, tmp_path, include_maps=False)
+    version, taken_at = _snapshot(first.store)
+    as_first = _rows(first.store)
+    advance_clock(fresh_sandbox, 20 * 86400)
+    sync_once(fresh_sandbox, tmp_path, include_maps=False)
+    return first.store, version, taken_at, as_first
+
+
+def test_maintenance_compacts_and_time_travel_reaches_back_within_the_retention(two_syncs):
+    store, version, taken_at, as_first = two_syncs
+    assert _rows(store) != as_first, "the second sync changed containers (else time travel proves nothing)"
+
+    report = maintain_lake(store)  # default retention: 30 days, so nothing written today expires
+
+    assert report.files_rewritten + report.files_merged > 0
+    assert report.after.data_files < report.before.data_files
+    assert report.snapshots_expired == 0 and report.after.snapshots >= report.before.snapshots
+    assert _rows(store, f" at (version => {version})") == as_first
+    assert _rows(store, f" at (timestamp => '{taken_at.isoformat()}'::timestamptz)") == as_first
+
+
+def test_expired_snapshots_are_gone_and_their_files_deleted(two_syncs):
+    store, version, _taken_at, _as_first = two_syncs
+    current = _rows(store)
+
+    report = maintain_lake(store, retention_days=0, grace=timedelta(0))
+
+    assert report.snapshots_expired > 0 and report.after.snapshots == 1
+    assert report.files_deleted > 0
+    assert report.after.files_on_disk < report.before.files_on_disk
+    assert _rows(store) == current, "maintenance never changes what the current snapshot holds"
+    with pytest.raises(duckdb.Error, match=r"(?i)snapshot"):
+        _rows(store, f" at (version => {version})")
+
+
+def test_the_dagster_asset_records_the_figures(two_syncs, tmp_path):
+    store, *_ = two_syncs
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([lake_maintenance], resources={"warehouse": warehouse_resource(tmp_path / "data")},
+                                instance=instance)  # fmt: skip
+    assert result.success
+    (materialization,) = result.asset_materializations_for_node("ocean_tracking__lake_maintenance")
+    metadata = {key: value.value for key, value in materialization.metadata.items()}
+    assert metadata["data_files_after"] < metadata["data_files_before"]
+    assert metadata["retention_days"] == 30
+    with store.connect(read_only=True) as con:
+        assert con.execute("select count(*) from ocean_tracking.containers").fetchone()[0] > 0
