@@ -29,6 +29,7 @@ from pipelines.api.config import load_settings
 from pipelines.errors import PipelineError
 from pipelines.extract.item_issues import raise_if_excessive
 from pipelines.geo.geoparquet import export_map_features_geoparquet
+from pipelines.lake_cli import register as register_lake
 from pipelines.settings import (
     API_KEY_ENV,
     DATASET_NAME,
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--no-progress", action="store_true", help="no live status line")
     sync.set_defaults(handler=run_sync)
     register_writeback(commands)
+    register_lake(commands)
     return parser
 
 

@@ -47,8 +47,8 @@ def ducklake_target(store: WarehouseStore | None = None, dataset_name: str = DAT
 
     store = store or ducklake_store()
     catalog = store.catalog
+    store.create_folders()
     if store.catalog_file:
-        store.catalog_file.parent.mkdir(parents=True, exist_ok=True)
         catalog = f"sqlite:///{store.catalog_file}"
     credentials = DuckLakeCredentials(LAKE_NAME, catalog=catalog, storage=store.data_path)
     # dlt's loader connections: never download an extension (they are installed from the wheels)

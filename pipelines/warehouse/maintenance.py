@@ -94,6 +94,7 @@ def maintain_lake(
     days) and clean up files, under the writer lock; returns the figures before and after."""
     if not store.is_lake:
         raise ConfigurationError(f"{store.place} is a plain DuckDB file: maintenance is for the DuckLake.")
+    store.require_exists()
     retention = lake_retention_days() if retention_days is None else retention_days
     started = time.monotonic()
     with store.writing(), store.connect() as con:

@@ -94,6 +94,18 @@ class WarehouseStore:
             return self.duckdb_file.exists()
         return self.catalog_file.exists() if self.catalog_file else True
 
+    def require_exists(self) -> None:
+        """Raise the one-line error for a warehouse nothing has created yet."""
+        if not self.exists():
+            raise ConfigurationError(f"{self.place} does not exist yet: run a sync first.")
+
+    def create_folders(self) -> None:
+        """Create the local folders a writer needs (the catalog's, the data path's); readers create none."""
+        if self.catalog_file:
+            self.catalog_file.parent.mkdir(parents=True, exist_ok=True)
+        if self.data_path and "://" not in self.data_path:
+            Path(self.data_path).mkdir(parents=True, exist_ok=True)
+
     def attach_sql(self, *, read_only: bool) -> str:
         """The ATTACH statement of the lake as `LAKE_NAME`. Readers leave the data path to the catalog (a
         restored or moved lake keeps working); the writer names it, creating the lake if it is new."""
@@ -118,10 +130,10 @@ class WarehouseStore:
         if self.is_lake:
             con = offline_connection()
             try:
-                if self.catalog_file:
-                    self.catalog_file.parent.mkdir(parents=True, exist_ok=True)
-                if read_only and not self.exists():
-                    raise ConfigurationError(f"No warehouse at {self.place} yet: run a sync first.")
+                if read_only:
+                    self.require_exists()
+                else:
+                    self.create_folders()
                 con.execute(self.attach_sql(read_only=read_only))
                 con.execute(f"use {LAKE_NAME}")
             except Exception:
@@ -191,7 +203,6 @@ def ducklake_store(catalog: str | None = None, data_path: str | None = None) -> 
         catalog = "sqlite:///" + _absolute(catalog.removeprefix("sqlite:").removeprefix("///"))
     data_path = _absolute(str(data_path or ducklake_data_path()))
     if "://" not in data_path:
-        Path(data_path).mkdir(parents=True, exist_ok=True)
         data_path = data_path.rstrip("/") + "/"
     return WarehouseStore(catalog=catalog, data_path=data_path)
 

@@ -1,0 +1,93 @@
+"""`lake session`: DuckDB's own command line on the lake, ready at once and offline. Run as a user runs it
+(`python -m pipelines lake session`), with a DuckDB home of its own, so the extensions it finds are the
+ones it installed from the wheels (auto-install is off: nothing is downloaded)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.settings import LAKE_NAME
+from pipelines.warehouse.extensions import BUNDLED, bundled_extension_path, offline_connection
+from tests.e2e.conftest import cli_env, sync_once
+
+OFFLINE = {
+    "http_proxy": "http://127.0.0.1:9",
+    "https_proxy": "http://127.0.0.1:9",
+    "ALL_PROXY": "http://127.0.0.1:9",
+}
+
+
+def _lake(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipelines", "lake", *args], env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def synced(sandbox, tmp_path_factory):
+    """One sync into a lake, and the environment of a process pointed at it with an empty DuckDB home."""
+    workdir = tmp_path_factory.mktemp("session")
+    result = sync_once(sandbox, workdir, include_maps=False)
+    (workdir / "home").mkdir()
+    env = cli_env(sandbox.base_url, workdir, HOME=str(workdir / "home"), **OFFLINE)
+    return result, env, workdir
+
+
+@pytest.mark.slow
+def test_a_query_through_the_duckdb_command_line_matches_the_store(synced):
+    result, env, _ = synced
+    expected = result.scalar("select count(*) from containers")
+    assert expected > 0
+
+    run = _lake(
+        "session", "--sql", "select count(*) as n from ocean_tracking.containers", "--mode", "csv", env=env
+    )
+
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["n", str(expected)]
+    installed = Path(env["HOME"]) / ".duckdb" / "extensions"
+    for name in BUNDLED:
+        (copy,) = installed.rglob(f"{name}.duckdb_extension")  # the wheel's binary, installed offline
+        assert copy.read_bytes() == bundled_extension_path(name).read_bytes()
+
+
+@pytest.mark.slow
+def test_spatial_is_loaded_and_the_session_is_read_only(synced):
+    _, env, _ = synced
+    geometry = _lake("session", "--sql", "select st_astext(st_point(1, 2)) as p", "--mode", "csv", env=env)
+    assert geometry.stdout.splitlines() == ["p", "POINT (1 2)"], geometry.stderr
+
+    write = _lake("session", "--sql", "create table ocean_tracking.scratch as select 1", env=env)
+    assert write.returncode != 0
+    assert "read-only" in (write.stdout + write.stderr).lower()
+
+
+@pytest.mark.slow
+def test_print_sql_gives_statements_another_duckdb_can_run(synced):
+    result, env, _ = synced
+    run = _lake("session", "--print-sql", env=env)
+    assert run.returncode == 0, run.stderr
+    statements = [line for line in run.stdout.splitlines() if line.strip()]
+    assert any(line.startswith("ATTACH 'ducklake:sqlite:") and "READ_ONLY" in line for line in statements)
+    assert statements[-1] == f"USE {LAKE_NAME};"
+
+    con = offline_connection()
+    try:
+        for statement in statements:
+            con.execute(statement)
+        count = con.execute("select count(*) from ocean_tracking.containers").fetchone()[0]
+    finally:
+        con.close()
+    assert count == result.scalar("select count(*) from containers")
+
+
+def test_no_lake_yet_is_one_line_saying_to_sync(tmp_path):
+    env = cli_env("http://127.0.0.1:9/v2", tmp_path)
+    run = _lake("session", "--sql", "select 1", env=env)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    (line,) = run.stderr.strip().splitlines()
+    assert "run a sync first" in line
