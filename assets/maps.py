@@ -2,9 +2,9 @@
 PNG route map per container at sea, and one overview PNG of every route.
 
 The assets depend on the raw ingest tables only through `deps=` (no IO manager load): they read the
-DuckDB warehouse themselves through the `warehouse` resource, read-only. They run in the ocean-tracking
-pool because DuckDB refuses a read-only connection from one process while another holds the file for
-writing (ingest, the analytics models); the reads are short, the rendering after them is in memory.
+warehouse themselves through the `warehouse` resource, read-only (on the lake a read never waits for a
+writer). They run in the ocean-tracking pool all the same: they write the exported files two runs would
+otherwise overwrite at once, and on the plain DuckDB option a reader would wait for the writer's file.
 
 Where the files go: `<data_dir>/map_features.parquet`, `<data_dir>/maps/routes/<container number>.png`,
 `<data_dir>/maps/overview.png`. `data_dir` is run config (`MapsConfig.data_dir`), else the environment
@@ -118,8 +118,7 @@ def png_preview_md(path: Path, width: int = PREVIEW_WIDTH, alt: str = "map") -> 
     return f"![{alt}](data:image/png;base64,{encoded})"
 
 
-# Shared by the three file assets: they read the raw map tables and must not read DuckDB while ingest
-# writes it (the pool).
+# Shared by the three file assets: they read the raw map tables and write files, one run at a time (the pool).
 MAPS_ASSET = {"key_prefix": KEY_PREFIX, "group_name": MAPS_GROUP, "deps": RAW_DEPS, "pool": OCEAN_TRACKING_POOL}
 
 # ---- assets ------------------------------------------------------------------------------------------

@@ -20,7 +20,11 @@ def test_definitions_are_loadable():
     dg.Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
     assert set(INGEST_KEYS) <= set(graph.get_all_asset_keys())
-    assert {s.name for s in defs.schedules} == {"full_sync_daily", "refresh_tracking_and_maps_schedule"}
+    assert {s.name for s in defs.schedules} == {
+        "full_sync_daily",
+        "refresh_tracking_and_maps_schedule",
+        "lake_maintenance_schedule",
+    }
     assert {s.name for s in defs.sensors} == {"pending_tracking_requests_sensor"}
 
 
@@ -42,6 +46,7 @@ def test_ingest_keys_group_deps_and_pool():
 
 def test_resources_read_the_environment_as_env_vars(monkeypatch, tmp_path):
     monkeypatch.setenv("SOURCES__OCEAN_TRACKING__BASE_URL", "http://127.0.0.1:9/v2")
+    monkeypatch.setenv("OCEAN_TRACKING_DESTINATION", "duckdb")
     monkeypatch.setenv("OCEAN_TRACKING_DUCKDB", str(tmp_path / "w.duckdb"))
     monkeypatch.delenv("SOURCES__OCEAN_TRACKING__APP_URL", raising=False)
     resources = build_resources()
@@ -49,8 +54,14 @@ def test_resources_read_the_environment_as_env_vars(monkeypatch, tmp_path):
     assert api.base_url == dg.EnvVar("SOURCES__OCEAN_TRACKING__BASE_URL")
     assert api.app_url == "https://app.terminal49.com"
     assert api.api_key == dg.EnvVar("SOURCES__OCEAN_TRACKING__API_KEY")
+    assert resources["warehouse"].destination == dg.EnvVar("OCEAN_TRACKING_DESTINATION")
     assert resources["warehouse"].duckdb_path == dg.EnvVar("OCEAN_TRACKING_DUCKDB")
     assert set(resources) == {"ocean_tracking_api", "warehouse"}
+
+
+def test_the_warehouse_is_the_ducklake_unless_the_environment_says_otherwise(monkeypatch):
+    monkeypatch.delenv("OCEAN_TRACKING_DESTINATION", raising=False)
+    assert build_resources()["warehouse"].destination == "ducklake"
 
 
 def test_dagster_yaml_instance(tmp_path, monkeypatch):

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import dagster as dg
-import duckdb
 import pytest
 import requests
 
@@ -16,7 +15,7 @@ from assets.resources import Warehouse
 from assets.schedules import full_sync_schedule, refresh_schedule
 from assets.sensors import FOLLOW_UP_KEYS, pending_tracking_requests_sensor
 from pipelines.extract.budget import AccountSize, budget_per_hour, plan_refresh, refresh_cost
-from tests.assets.conftest import sandbox_resources
+from tests.assets.conftest import sandbox_resources, warehouse_resource
 from tests.conftest import FULL_KEY
 from tests.e2e.conftest import advance_clock
 
@@ -63,8 +62,9 @@ def test_a_bigger_utilisation_target_allows_a_shorter_cadence():
 # ---- schedules ----------------------------------------------------------------------------------------
 
 
-def _huge_warehouse(path) -> Warehouse:
-    with duckdb.connect(str(path)) as con:
+def _huge_warehouse(data_dir) -> Warehouse:
+    warehouse = warehouse_resource(data_dir)
+    with warehouse.writing(), warehouse.connect() as con:
         con.execute("create schema ocean_tracking")
         con.execute(
             "create table ocean_tracking.shipments as select 's' || i as id, now() as pol_atd_at, "
@@ -74,24 +74,23 @@ def _huge_warehouse(path) -> Warehouse:
             "create table ocean_tracking.containers as select 'c' || i as id, 's' || i as shipment_id, "
             "null::timestamp as pod_arrived_at from range(60000) t(i)"
         )
-    return Warehouse(duckdb_path=str(path))
+    return warehouse
 
 
 def test_refresh_schedule_runs_hourly_for_a_small_account(tmp_path):
     """No warehouse yet: the assumed mid-size account fits hourly, so every hourly tick runs."""
     assert refresh_schedule.cron_schedule == "15 * * * *"
     tick = datetime(2026, 11, 2, 7, 15, tzinfo=UTC)
-    context = dg.build_schedule_context(
-        scheduled_execution_time=tick, resources={"warehouse": Warehouse(duckdb_path=str(tmp_path / "none.duckdb"))}
-    )
+    warehouse = warehouse_resource(tmp_path / "data")
+    context = dg.build_schedule_context(scheduled_execution_time=tick, resources={"warehouse": warehouse})
     [request] = refresh_schedule.evaluate_tick(context).run_requests
     assert request.run_key == f"refresh-{tick.isoformat()}"
     assert request.tags["ocean_tracking/refresh_every_hours"] == "1"
-    assert not (tmp_path / "none.duckdb").exists()  # planning reads, never creates
+    assert not warehouse.store().exists()  # planning reads, never creates
 
 
 def test_refresh_schedule_skips_off_cadence_when_the_account_outgrew_hourly(tmp_path):
-    warehouse = _huge_warehouse(tmp_path / "huge.duckdb")
+    warehouse = _huge_warehouse(tmp_path / "data")
     off = dg.build_schedule_context(
         scheduled_execution_time=datetime(2026, 11, 2, 7, 15, tzinfo=UTC), resources={"warehouse": warehouse}
     )

@@ -37,7 +37,7 @@ def webserver(tmp_path):
         **os.environ,
         "DAGSTER_HOME": str(tmp_path),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        "OCEAN_TRACKING_DUCKDB": str(tmp_path / "warehouse.duckdb"),
+        "OCEAN_TRACKING_DATA_DIR": str(tmp_path / "data"),  # the default lake and outputs: not in the repo
         "DAGSTER_DISABLE_TELEMETRY": "1",
     }
     bin_dir = Path(sys.executable).parent

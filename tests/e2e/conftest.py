@@ -12,7 +12,13 @@ import requests
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
-from pipelines.settings import DATASET_NAME
+from pipelines.settings import (
+    DATASET_NAME,
+    DESTINATION_ENV,
+    DUCKDB_ENV,
+    DUCKLAKE_CATALOG_ENV,
+    DUCKLAKE_STORAGE_ENV,
+)
 from pipelines.sync import sync_account
 from pipelines.warehouse.destinations import ducklake_target
 from pipelines.warehouse.store import WarehouseStore
@@ -54,18 +60,23 @@ def make_client(server, workdir: Path, *, key: str = FULL_KEY, window: float = 0
     return OceanTrackingClient(settings)
 
 
+# Where a CLI process would otherwise load (a developer's shell may set them): `cli_env` leaves them out,
+# so its sync goes to the default destination, `lake_in(workdir / "data")`.
+WAREHOUSE_ENV = (DESTINATION_ENV, DUCKDB_ENV, DUCKLAKE_CATALOG_ENV, DUCKLAKE_STORAGE_ENV)
+
+
 def cli_env(base_url: str, workdir: Path, *, window: float = 0.05, **extra: str) -> dict[str, str]:
     """The environment of a `python -m pipelines ...` process pointed at a sandbox: the key and URL as
     variables (never on the command line), the rate window, and the limiter, dlt and data folders in
-    `workdir`."""
+    `workdir` (so the default warehouse is the DuckLake `lake_in(workdir / "data")`)."""
     return {
-        **os.environ,
+        **{name: value for name, value in os.environ.items() if name not in WAREHOUSE_ENV},
         "SOURCES__OCEAN_TRACKING__API_KEY": FULL_KEY,
         "SOURCES__OCEAN_TRACKING__BASE_URL": base_url,
         "SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS": str(window),
         "SOURCES__OCEAN_TRACKING__LIMITER_PATH": str(workdir / "limiter.sqlite"),
         "DLT_DATA_DIR": str(workdir / "dlt-home"),
-        "OCEAN_TRACKING_DATA_DIR": str(workdir / "data"),  # default outputs (GeoParquet) stay out of the repo
+        "OCEAN_TRACKING_DATA_DIR": str(workdir / "data"),  # the lake and outputs (GeoParquet) stay out of the repo
         "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         **extra,
     }

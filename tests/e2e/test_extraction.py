@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 
-from tests.conftest import BASIC_KEY, FULL_KEY
+from tests.conftest import BASIC_KEY, FULL_KEY, lake_in
 from tests.e2e.conftest import ENTITY_TABLES as RAW_ENTITY_TABLES
 from tests.e2e.conftest import (
     FROZEN_START,
@@ -42,8 +42,8 @@ def test_full_load_lands_every_table_with_the_services_counts(fresh_sandbox, tmp
     for table in ENTITY_TABLES[:-1]:
         assert _duplicate_ids(result, table) == 0, table
     # attributes are plain columns, relationships are <name>_id columns
-    columns = {row[0] for row in result.query("select column_name from information_schema.columns "
-                                              "where table_name = 'shipments'")}
+    columns = {row[0] for row in result.query("select column_name from information_schema.columns where "
+                                              "table_schema = 'ocean_tracking' and table_name = 'shipments'")}
     assert {"bill_of_lading_number", "pod_eta_at", "port_of_lading_id", "pod_terminal_id"} <= columns
     assert not any(column.startswith("attributes__") for column in columns)
     # holds and fees are nested tables joined to their container
@@ -64,8 +64,8 @@ def test_full_load_lands_every_table_with_the_services_counts(fresh_sandbox, tmp
             f"and {column} not in (select id from {table})"
         ) == 0, column
     # port coordinates arrive as strings on the live service and land as numbers
-    assert result.scalar("select data_type from information_schema.columns "
-                         "where table_name = 'ports' and column_name = 'latitude'") == "DOUBLE"
+    assert result.scalar("select data_type from information_schema.columns where table_schema = "
+                         "'ocean_tracking' and table_name = 'ports' and column_name = 'latitude'") == "DOUBLE"
 
 
 def test_map_features_are_typed_rows_with_real_geometries(fresh_sandbox, tmp_path):
@@ -123,8 +123,8 @@ def test_changes_land_after_the_clock_moves(fresh_sandbox, tmp_path):
 
 
 def test_incremental_state_survives_a_new_process(fresh_sandbox, tmp_path):
-    env = cli_env(fresh_sandbox.base_url, tmp_path)
-    command = [sys.executable, "-m", "pipelines", "sync", "--duckdb", str(tmp_path / "o.duckdb"), "--no-progress"]
+    env = cli_env(fresh_sandbox.base_url, tmp_path)  # the default destination: the lake under tmp_path/data
+    command = [sys.executable, "-m", "pipelines", "sync", "--no-progress"]
     by_id = ("GET /v2/vessels", "GET /v2/ports", "GET /v2/terminals")
     start = sandbox_stats(fresh_sandbox)["requests_by_route"]
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
@@ -133,7 +133,8 @@ def test_incremental_state_survives_a_new_process(fresh_sandbox, tmp_path):
     first_spent = _route_delta(start, middle)
     assert any("map_geojson" in route for route in first_spent), first_spent
     assert any(route.startswith(by_id) for route in first_spent), first_spent
-    # the local pipeline state is gone: a new machine with only the DuckDB file
+    assert lake_in(tmp_path / "data").exists()
+    # the local pipeline state is gone: a new machine with only the lake
     shutil.rmtree(tmp_path / "dlt-home", ignore_errors=True)
 
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)

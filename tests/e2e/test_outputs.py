@@ -38,7 +38,7 @@ def test_parquet_lake_merges_instead_of_appending(sandbox, tmp_path):
 def test_map_features_export_as_geoparquet(sandbox, tmp_path):
     result = sync_once(sandbox, tmp_path)
 
-    path = export_map_features_geoparquet(result.duckdb_path, tmp_path / "map_features.parquet")
+    path = export_map_features_geoparquet(result.store, tmp_path / "map_features.parquet")
 
     frame = gpd.read_parquet(path)
     assert frame.crs.to_epsg() == 4326
@@ -53,7 +53,7 @@ def test_map_features_export_as_geoparquet(sandbox, tmp_path):
 
 def test_api_key_is_in_no_file_the_sync_writes(sandbox, tmp_path):
     result = sync_once(sandbox, tmp_path)
-    export_map_features_geoparquet(result.duckdb_path, tmp_path / "map_features.parquet")
+    export_map_features_geoparquet(result.store, tmp_path / "map_features.parquet")
 
     written = [path for path in tmp_path.rglob("*") if path.is_file()]
     assert len(written) > 5

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 import geopandas as gpd
 import matplotlib.image as mpimg
 import numpy as np
@@ -24,6 +23,8 @@ from pipelines.geo.render import (
     ROUTE_FIGSIZE,
     render_container_route,
 )
+from tests.assets.conftest import warehouse_resource
+from tests.conftest import lake_in
 from tests.e2e.conftest import sync_once
 
 OPS = ("maps__map_features_geoparquet", "maps__route_maps", "maps__routes_overview")
@@ -31,10 +32,10 @@ ROUTE_PX = (round(ROUTE_FIGSIZE[1] * ROUTE_DPI), round(ROUTE_FIGSIZE[0] * ROUTE_
 OVERVIEW_PX = (round(OVERVIEW_FIGSIZE[1] * OVERVIEW_DPI), round(OVERVIEW_FIGSIZE[0] * OVERVIEW_DPI))
 
 
-def _materialize(duckdb_path: Path, data_dir: Path) -> dg.ExecuteInProcessResult:
+def _materialize(warehouse: Warehouse, data_dir: Path) -> dg.ExecuteInProcessResult:
     return dg.materialize(
         map_assets,
-        resources={"warehouse": Warehouse(duckdb_path=str(duckdb_path))},
+        resources={"warehouse": warehouse},
         run_config={"ops": {op: {"config": {"data_dir": str(data_dir)}} for op in OPS}},
     )
 
@@ -52,9 +53,11 @@ def _png(path: Path) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def synced(sandbox, tmp_path_factory) -> Path:
-    """One sync of the real sandbox into a fresh DuckDB file."""
-    return sync_once(sandbox, tmp_path_factory.mktemp("maps_sync")).duckdb_path
+def synced(sandbox, tmp_path_factory) -> Warehouse:
+    """One sync of the real sandbox into a fresh DuckLake, as the maps' warehouse resource (read only)."""
+    workdir = tmp_path_factory.mktemp("maps_sync")
+    sync_once(sandbox, workdir)
+    return warehouse_resource(workdir / "data")
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +68,15 @@ def materialized(synced, tmp_path_factory):
     return result, data_dir
 
 
-def _scalar(duckdb_path: Path, sql: str):
-    with duckdb.connect(str(duckdb_path), read_only=True) as con:
-        return con.execute(sql).fetchone()[0]
+def _rows(warehouse: Warehouse, sql: str) -> list[tuple]:
+    with warehouse.connect(read_only=True) as con:
+        return con.execute(sql).fetchall()
 
 
 def test_geoparquet_reads_back_with_every_feature(synced, materialized):
     result, data_dir = materialized
     path = data_dir / "map_features.parquet"
-    rows = _scalar(synced, "select count(*) from ocean_tracking.map_features")
+    [(rows,)] = _rows(synced, "select count(*) from ocean_tracking.map_features")
     assert rows > 0
 
     frame = gpd.read_parquet(path)
@@ -91,12 +94,11 @@ def test_one_route_map_per_container_at_sea(synced, materialized):
     folder = data_dir / "maps" / "routes"
     expected = sorted(
         n
-        for (n,) in duckdb.connect(str(synced), read_only=True)
-        .execute(
+        for (n,) in _rows(
+            synced,
             "select c.number from ocean_tracking.containers c where c.id in (select container_id from "
-            "ocean_tracking.map_features where feature_type = 'current_vessel')"
+            "ocean_tracking.map_features where feature_type = 'current_vessel')",
         )
-        .fetchall()
     )
     assert expected, "the sandbox should have containers at sea"
     assert len(set(expected)) == len(expected)
@@ -128,7 +130,7 @@ def test_overview_written_and_not_blank(materialized):
 
 
 def test_trans_pacific_route_is_drawn_continuous_not_across_the_world(synced, tmp_path):
-    features = read_map_features(Warehouse(duckdb_path=str(synced)), in_transit_only=True)
+    features = read_map_features(synced, in_transit_only=True)
     lines = features[features["feature_type"] != "port"]
     crossing = sorted(set(lines.loc[shapely.get_type_id(lines.geometry.values) == 5, "container_id"]))
     assert crossing, "the sandbox should have a container at sea on a route over the antimeridian"
@@ -147,7 +149,7 @@ def test_trans_pacific_route_is_drawn_continuous_not_across_the_world(synced, tm
 
 
 def test_rendering_is_deterministic(synced, tmp_path):
-    features = read_map_features(Warehouse(duckdb_path=str(synced)), in_transit_only=True)
+    features = read_map_features(synced, in_transit_only=True)
     container_id = sorted(features["container_id"].unique())[0]
     route = features[features["container_id"] == container_id]
     land = load_land()
@@ -160,10 +162,11 @@ def test_rendering_is_deterministic(synced, tmp_path):
 
 
 def test_empty_warehouse_gives_no_route_maps_and_an_empty_overview(tmp_path):
-    duckdb_path = tmp_path / "empty.duckdb"
-    duckdb.connect(str(duckdb_path)).close()
+    empty = lake_in(tmp_path / "data")
+    with empty.writing(), empty.connect():
+        pass  # the writer's attach creates the lake, with no table in it
 
-    result = _materialize(duckdb_path, tmp_path / "out")
+    result = _materialize(warehouse_resource(tmp_path / "data"), tmp_path / "out")
 
     assert result.success
     assert _metadata(result, "route_maps")["count"] == 0

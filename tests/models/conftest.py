@@ -1,4 +1,4 @@
-"""Fixtures of the model tests: a warehouse synced once from the REAL sandbox, and the model assets
+"""Fixtures of the model tests: a DuckLake synced once from the REAL sandbox, and the model assets
 materialized over it with Dagster (the raw ingest assets are not in the run: the sync loaded them)."""
 
 from __future__ import annotations
@@ -9,58 +9,81 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import duckdb
 import pytest
 
 from assets.models import model_assets, model_checks
-from assets.resources import OceanTrackingApi, Warehouse
+from assets.resources import OceanTrackingApi
+from pipelines.warehouse.store import WarehouseStore
+from pipelines.warehouse.tables import table_exists
+from tests.assets.conftest import warehouse_resource
+from tests.conftest import lake_in
 from tests.e2e.conftest import sync_once
 
 APP_URL = "http://app.example"
 
 
 def materialize_models(
-    duckdb_path: Path, *, app_url: str = APP_URL, selection: Iterable[str] | None = None, checks: bool = True
+    data_dir: Path, *, app_url: str = APP_URL, selection: Iterable[str] | None = None, checks: bool = True
 ) -> dg.ExecuteInProcessResult:
-    """Materialize the model assets (all, or `selection` as `analytics/<name>` strings) over a warehouse."""
+    """Materialize the model assets (all, or `selection` as `analytics/<name>` strings) over the DuckLake
+    under `data_dir`."""
     return dg.materialize(
         [*model_assets, *(model_checks if checks else [])],
         resources={
-            "warehouse": Warehouse(duckdb_path=str(duckdb_path)),
+            "warehouse": warehouse_resource(data_dir),
             "ocean_tracking_api": OceanTrackingApi(api_key="unused-key-123", app_url=app_url),
         },
         selection=list(selection) if selection is not None else None,
     )
 
 
+def copy_lake(source: WarehouseStore, data_dir: Path) -> None:
+    """A new DuckLake under `data_dir` holding everything `source` holds (tables, views, rows), for a test
+    that writes: `source` is attached read-only and never written. A copy of the catalog file would keep
+    pointing at the source's data folder, so the new lake is built through DuckDB instead."""
+    target = lake_in(data_dir)
+    with target.writing(), target.connect() as con:
+        con.execute(f"attach 'ducklake:sqlite:{source.catalog_file}' as source (read_only)")
+        con.execute("copy from database source to lake")
+
+
 @dataclass
 class BuiltWarehouse:
-    """A synced warehouse with every model built, and the Dagster result that built them."""
+    """A synced DuckLake (under `data_dir`) with every model built, and the Dagster result that built them."""
 
-    duckdb_path: Path
+    data_dir: Path
     result: dg.ExecuteInProcessResult
 
-    # plain read-only connections: the tests read numbers and WKB blobs, never GEOMETRY values
+    @property
+    def store(self) -> WarehouseStore:
+        """The lake."""
+        return lake_in(self.data_dir)
+
     def query(self, sql: str, params: list[Any] | None = None) -> list[tuple]:
-        with duckdb.connect(str(self.duckdb_path), read_only=True) as con:
+        """Rows of `sql`, read-only."""
+        with self.store.connect(read_only=True) as con:
             return con.execute(sql, params or []).fetchall()
 
     def dicts(self, sql: str) -> list[dict[str, Any]]:
-        with duckdb.connect(str(self.duckdb_path), read_only=True) as con:
+        """Rows of `sql` as dicts by column name, read-only."""
+        with self.store.connect(read_only=True) as con:
             cursor = con.execute(sql)
             names = [column[0] for column in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     def table_exists(self, schema: str, table: str) -> bool:
-        sql = "select count(*) from information_schema.tables where table_schema = ? and table_name = ?"
-        return self.query(sql, [schema, table])[0][0] > 0
+        """True when the lake has the table."""
+        with self.store.connect(read_only=True) as con:
+            return table_exists(con, schema, table)
 
 
 @pytest.fixture(scope="module")
 def built(sandbox, tmp_path_factory) -> BuiltWarehouse:
-    """One sync of the session sandbox, then every model asset (and its checks) materialized."""
+    """One sync of the session sandbox, then every model asset (and its checks) materialized. Tests read
+    it and never write it: a test that writes works on its own `copy_lake`."""
     workdir = tmp_path_factory.mktemp("models")
-    synced = sync_once(sandbox, workdir)
-    result = materialize_models(synced.duckdb_path)
+    data_dir = workdir / "data"
+    sync_once(sandbox, workdir)
+    result = materialize_models(data_dir)
     assert result.success
-    return BuiltWarehouse(synced.duckdb_path, result)
+    return BuiltWarehouse(data_dir, result)

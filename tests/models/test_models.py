@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-import shutil
 from datetime import timedelta
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import dagster as dg
@@ -18,9 +16,9 @@ import shapely
 from assets.models import MODELS, model_assets
 from assets.resources import OCEAN_TRACKING_POOL
 from pipelines.warehouse.models import SQL_DIR, header_comment, run_model
-from tests.conftest import FULL_KEY
+from tests.conftest import FULL_KEY, lake_in
 from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, advance_clock, sync_once
-from tests.models.conftest import APP_URL, BuiltWarehouse, materialize_models
+from tests.models.conftest import APP_URL, BuiltWarehouse, copy_lake, materialize_models
 
 MODEL_BY_NAME = {model.name: model for model in MODELS}
 EARTH_RADIUS_KM = 6371.0088  # mean radius (IUGG)
@@ -28,15 +26,6 @@ EARTH_RADIUS_KM = 6371.0088  # mean radius (IUGG)
 
 def _key(name: str) -> dg.AssetKey:
     return dg.AssetKey(["analytics", name])
-
-
-def _copy(built: BuiltWarehouse, tmp_path: Path) -> Path:
-    target = tmp_path / "warehouse.duckdb"
-    shutil.copy(built.duckdb_path, target)
-    wal = built.duckdb_path.with_name(built.duckdb_path.name + ".wal")
-    if wal.exists():
-        shutil.copy(wal, target.with_name(target.name + ".wal"))
-    return target
 
 
 # ---- the asset factory -------------------------------------------------------------------------------
@@ -129,14 +118,16 @@ def test_ready_for_pickup_follows_the_rule(built: BuiltWarehouse):
 
 def test_holds_block_pickup_and_pending_holds_do_not(built: BuiltWarehouse, tmp_path):
     """Give two available containers holds the way dlt stores them (replacing whatever holds the world
-    gave them) and rebuild: a `hold` blocks pickup, a `pending` one does not."""
-    path = _copy(built, tmp_path)
+    gave them) and rebuild: a `hold` blocks pickup, a `pending` one does not. On a copy of the lake."""
+    data_dir = tmp_path / "data"
+    copy_lake(built.store, data_dir)
     available = built.query(
         "select _dlt_id from ocean_tracking.containers where available_for_pickup order by id limit 2"
     )
     assert len(available) == 2
     (held,), (pending,) = available
-    with duckdb.connect(str(path)) as con:
+    store = lake_in(data_dir)
+    with store.writing(), store.connect() as con:
         # dlt creates the child table only once some container had a hold: create it the way dlt would
         con.execute(
             "create table if not exists ocean_tracking.containers__holds_at_pod_terminal (name varchar,"
@@ -176,7 +167,7 @@ def test_holds_block_pickup_and_pending_holds_do_not(built: BuiltWarehouse, tmp_
             [held, held, held, held],
         )
     result = materialize_models(
-        path,
+        data_dir,
         selection=[
             "analytics/stg_container_holds",
             "analytics/stg_container_fees",
@@ -184,7 +175,7 @@ def test_holds_block_pickup_and_pending_holds_do_not(built: BuiltWarehouse, tmp_
         ],
     )
     assert result.success
-    rebuilt = BuiltWarehouse(path, result)
+    rebuilt = BuiltWarehouse(data_dir, result)
     expected = _ready_by_rule(rebuilt)
     actual = dict(rebuilt.query("select container_id, ready_for_pickup from analytics.container_status"))
     assert actual == expected
@@ -216,9 +207,9 @@ def test_eta_history_records_each_pod_eta_change(make_sandbox, tmp_path):
     server = make_sandbox(limits=GENEROUS_LIMITS, start=FROZEN_START, speed=0.0)
     sync_once(server, tmp_path, include_maps=False)
     advance_clock(server, 5 * 86400)
-    synced = sync_once(server, tmp_path, include_maps=False)
+    sync_once(server, tmp_path, include_maps=False)
     result = materialize_models(
-        synced.duckdb_path,
+        tmp_path / "data",
         selection=[
             "analytics/stg_shipments",
             "analytics/stg_shipment_eta_versions",
@@ -226,7 +217,7 @@ def test_eta_history_records_each_pod_eta_change(make_sandbox, tmp_path):
         ],
     )
     assert result.success
-    warehouse = BuiltWarehouse(synced.duckdb_path, result)
+    warehouse = BuiltWarehouse(tmp_path / "data", result)
 
     # expected, from the raw SCD2 rows: consecutive versions with the same POD ETA are one ETA version
     raw = warehouse.query(
@@ -375,12 +366,13 @@ def test_deep_links_url_encode_the_number():
 
 
 def test_deep_links_resolve_in_the_sandbox_web_app(built: BuiltWarehouse, sandbox, tmp_path):
-    path = _copy(built, tmp_path)
+    data_dir = tmp_path / "data"
+    copy_lake(built.store, data_dir)  # the links are rebuilt with another app URL: not in the shared lake
     result = materialize_models(
-        path, app_url=sandbox.app_url, selection=["analytics/deep_links"], checks=False
+        data_dir, app_url=sandbox.app_url, selection=["analytics/deep_links"], checks=False
     )
     assert result.success
-    links = BuiltWarehouse(path, result).dicts(
+    links = BuiltWarehouse(data_dir, result).dicts(
         "select * from (select *, row_number() over (partition by kind order by id) as n from analytics.deep_links)"
         " where n <= 3"
     )
@@ -401,12 +393,14 @@ def test_deep_links_resolve_in_the_sandbox_web_app(built: BuiltWarehouse, sandbo
 
 
 def test_missing_raw_table_reads_as_empty_and_is_not_left_behind(tmp_path):
-    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+    store = lake_in(tmp_path)
+    with store.writing(), store.connect() as con:
         con.execute("create schema ocean_tracking")
         outcome = run_model(con, MODEL_BY_NAME["stg_container_holds"], app_url=APP_URL)
         assert outcome == {"rows": 0, "missing_sources": ["containers__holds_at_pod_terminal"]}
         assert con.execute("select count(*) from analytics.stg_container_holds").fetchone()[0] == 0
         left = con.execute(
-            "select count(*) from information_schema.tables where table_schema = 'ocean_tracking'"
+            "select count(*) from information_schema.tables where table_catalog = current_database()"
+            " and table_schema = 'ocean_tracking'"
         ).fetchone()[0]
         assert left == 0
