@@ -23,13 +23,12 @@ from pipelines.settings import (
     APP_URL_ENV,
     BASE_URL_ENV,
     DATASET_NAME,
-    DUCKDB_ENV,
     RATE_WINDOW_ENV,
     data_dir,
-    duckdb_path,
     geoparquet_path,
     maps_dir,
 )
+from pipelines.warehouse.store import WarehouseStore, embedded_store
 from pipelines.warehouse.tables import table_row_counts
 from sandbox.launcher import SandboxProcess, start_sandbox
 
@@ -37,7 +36,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 console = Console()
 
 
-def point_dagster_at(sandbox: SandboxProcess, warehouse: Path, rate_window: float) -> None:
+def point_dagster_at(sandbox: SandboxProcess, rate_window: float) -> None:
     """Configure the code location through the environment it reads (the key only as a variable, so
     Dagster records its name, never its value)."""
     os.environ.update(
@@ -46,7 +45,6 @@ def point_dagster_at(sandbox: SandboxProcess, warehouse: Path, rate_window: floa
             BASE_URL_ENV: sandbox.base_url,
             APP_URL_ENV: sandbox.app_url,
             RATE_WINDOW_ENV: str(rate_window),
-            DUCKDB_ENV: str(warehouse),
             "DAGSTER_HOME": str(PROJECT_ROOT),
         }
     )
@@ -77,9 +75,10 @@ def materialize_everything() -> bool:
     return result.success and not failed
 
 
-def print_summary(warehouse: Path, sandbox: SandboxProcess, seconds: float) -> None:
-    """Tables and rows, API requests the sandbox served, where the files are, how to open the UI."""
-    table = Table(title=f"{warehouse}")
+def print_summary(warehouse: WarehouseStore, sandbox: SandboxProcess, seconds: float) -> None:
+    """Tables and rows, API requests the sandbox served, where the files are, how to query and how to
+    open the UI."""
+    table = Table(title=warehouse.place)
     table.add_column("table")
     table.add_column("rows", justify="right")
     for schema in (DATASET_NAME, ANALYTICS_SCHEMA):
@@ -97,6 +96,7 @@ def print_summary(warehouse: Path, sandbox: SandboxProcess, seconds: float) -> N
     console.print(f"GeoParquet: {geoparquet_path()}")
     console.print(f"Route maps: {routes}/*.png ({len(list(routes.glob('*.png')))}), "
                   f"overview {maps_dir() / 'overview.png'}")
+    console.print("Query it (read-only, also while a run writes): .venv/bin/python -m pipelines lake session")
     console.print(f"Done in {seconds:.0f}s. Open the Dagster UI on this run: DAGSTER_HOME=$PWD .venv/bin/dagster dev")
 
 
@@ -109,13 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     started = time.monotonic()
-    warehouse = duckdb_path()
-    warehouse.parent.mkdir(parents=True, exist_ok=True)
+    warehouse = embedded_store()
     console.print(f"Starting the sandbox ({args.shipments} shipments, seed {args.seed})…")
     sandbox_args = ("--shipments", str(args.shipments), "--seed", str(args.seed), "--rate-window", str(args.rate_window))
     with start_sandbox(*sandbox_args) as sandbox:
         console.print(f"Sandbox at {sandbox.base_url}; materializing every asset into {data_dir()}/ …")
-        point_dagster_at(sandbox, warehouse, args.rate_window)
+        point_dagster_at(sandbox, args.rate_window)
         ok = materialize_everything()
         print_summary(warehouse, sandbox, time.monotonic() - started)
     return 0 if ok else 1
