@@ -1,10 +1,12 @@
 """How many full syncs fail under a sandbox fault profile, with the old retry defaults and with the new.
 
     uv run python bench/fault_survival.py [--syncs 10] [--profile 5xx] [--shipments 150] [--time-scale 0.1]
+                                          [--destination ducklake|duckdb]
 
 Starts `python -m sandbox --faults PROFILE` (default fault rate, frozen clock, rate window `--window`) and
-runs `--syncs` full syncs per policy, each into a fresh warehouse with its own fault seed (the same seeds for
-both policies); 150 shipments make about 600 requests a sync. Every time setting (backoff, timeouts,
+runs `--syncs` full syncs per policy, each into a fresh warehouse (the DuckLake, or a DuckDB file with
+`--destination duckdb`) with its own fault seed (the same seeds for both policies); 150 shipments make
+about 600 requests a sync. Every time setting (backoff, timeouts,
 deadline) is multiplied by `--time-scale` so the run takes minutes, not hours: the sandbox's faults are
 counted in requests, not seconds, so which faults a request meets depends on how many attempts it gets, and
 the deadline admits the same number of fast attempts at any scale (a 1.0 scale is the real thing). The old
@@ -25,15 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from bench_sync import API_KEY, DESTINATIONS, warehouse_target
 from bench_table import render
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.sync import sync_account
-from pipelines.warehouse.destinations import duckdb_target
 from sandbox.launcher import start_sandbox
 
-API_KEY = "sbx_bench_0123456789abcdef"
 START = "2026-11-01T00:00:00+00:00"
 # The defaults before the request deadline (5 attempts, 60 s reads, no deadline) and the current ones.
 POLICIES: dict[str, dict[str, float]] = {
@@ -51,16 +52,18 @@ def policy_settings(name: str, scale: float) -> dict[str, Any]:
     return {k: (v * scale if k in TIMED else v) for k, v in values.items()}
 
 
-def one_sync(base_url: str, window: float, workdir: Path, overrides: dict[str, Any]) -> dict[str, Any]:
-    """One full sync into a fresh warehouse in `workdir`: error (None when it completed), rows per table,
-    requests, retries, wall seconds."""
+def one_sync(
+    base_url: str, window: float, workdir: Path, overrides: dict[str, Any], destination: str = "ducklake"
+) -> dict[str, Any]:
+    """One full sync into a fresh warehouse in `workdir` (`bench_sync.warehouse_target`): error (None when it
+    completed), rows per table, requests, retries, wall seconds."""
     settings = load_settings(api_key=API_KEY, base_url=base_url, rate_window_seconds=window,
                              limiter_path=workdir / "limiter.sqlite", **overrides)
     started = time.perf_counter()
     with OceanTrackingClient(settings) as client:
         rows: dict[str, int] = {}
         try:
-            rows = sync_account(client, duckdb_target(workdir / "warehouse.duckdb"), pipelines_dir=workdir / "dlt",
+            rows = sync_account(client, warehouse_target(workdir, destination), pipelines_dir=workdir / "dlt",
                                 models=False).row_counts
             error = None
         except Exception as exc:  # the figure being measured: which syncs abort, and on what
@@ -88,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shipments", type=int, default=150, help="shipments in the sandbox world")
     parser.add_argument("--window", type=float, default=1.0, help="sandbox and client rate window, seconds")
     parser.add_argument("--time-scale", type=float, default=0.1, help="multiplies backoff, timeouts, deadline")
+    parser.add_argument("--destination", choices=DESTINATIONS, default="ducklake", help="the embedded warehouse")
     args = parser.parse_args(argv)
     logging.getLogger("dlt").setLevel(logging.ERROR)  # as the CLI: no warning per all-null column
     sandbox = start_sandbox("--shipments", str(args.shipments), "--rate-window", str(args.window),
@@ -97,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     with sandbox, tempfile.TemporaryDirectory(prefix="bench-faults-") as tmp:
         rate = requests.get(f"{root}/_sandbox/faults", timeout=10).json()["rate"]
         requests.post(f"{root}/_sandbox/faults", json={"profile": "none"}, timeout=10).raise_for_status()
-        clean = one_sync(sandbox.base_url, args.window, Path(tmp) / "clean", {})
+        clean = one_sync(sandbox.base_url, args.window, Path(tmp) / "clean", {}, args.destination)
         if clean["error"]:
             raise SystemExit(f"the fault-free sync failed: {clean['error']}")
         for name in POLICIES:
@@ -106,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
             for seed in range(1, args.syncs + 1):
                 requests.post(f"{root}/_sandbox/faults", json={"profile": args.profile, "seed": seed},
                               timeout=10).raise_for_status()
-                run = one_sync(sandbox.base_url, args.window, Path(tmp) / f"{name}-{seed}", overrides)
+                run = one_sync(sandbox.base_url, args.window, Path(tmp) / f"{name}-{seed}", overrides,
+                               args.destination)
                 run["verdict"] = verdict(run, clean["rows"])
                 runs.append(run)
                 print(f"  {name} seed {seed}: {run['verdict']} ({run['requests']} requests, {run['wall']:.0f} s)",
@@ -117,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                          statistics.median(r["requests"] for r in runs),
                          statistics.median(r["retries"] for r in runs),
                          statistics.median(r["wall"] for r in runs)))
-    print(f"\n## Full syncs under --faults {args.profile} (rate {rate:g}, {args.shipments} shipments, "
-          f"{clean['requests']} requests fault-free, times x{args.time_scale:g})\n")
+    print(f"\n## Full syncs into {args.destination} under --faults {args.profile} (rate {rate:g}, "
+          f"{args.shipments} shipments, {clean['requests']} requests fault-free, times x{args.time_scale:g})\n")
     print(render(("policy", "settings", "aborted", "incomplete", "syncs", "requests (median)",
                   "retries (median)", "wall s (median)"), rows))
     return 0

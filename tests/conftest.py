@@ -23,21 +23,65 @@ SHIPMENTS = 60
 SANDBOX_START = datetime(2026, 11, 1, tzinfo=UTC)
 
 
-_HOLD = (
-    "import duckdb, sys, time; con = duckdb.connect(sys.argv[1], read_only=sys.argv[3] == 'ro'); "
-    "print('held', flush=True); time.sleep(float(sys.argv[2]))"
-)
+REPO = Path(__file__).resolve().parents[1]
+
+# Each holder prints "held" once it holds, then keeps holding until its stdin closes (`release`) or the
+# seconds run out.
+_HOLD_DUCKDB = """
+import duckdb, select, sys
+con = duckdb.connect(sys.argv[2], read_only=sys.argv[3] == "ro")
+print("held", flush=True)
+select.select([sys.stdin], [], [], float(sys.argv[1]))
+"""
+_HOLD_LAKE = """
+import select, sys
+from pipelines.warehouse.store import WarehouseStore
+
+store = WarehouseStore(catalog=sys.argv[2], data_path=sys.argv[3])
+if sys.argv[4] == "rw":
+    with store.writing():
+        print("held", flush=True)
+        select.select([sys.stdin], [], [], float(sys.argv[1]))
+else:
+    with store.connect(read_only=True) as con:
+        con.begin()  # an analyst's long transaction: it keeps reading the snapshot it began on
+        tables = con.execute("select table_schema, table_name from information_schema.tables "
+                             "where table_catalog = current_database() and table_type = 'BASE TABLE'").fetchall()
+        for schema, table in tables:
+            con.execute(f'select count(*) from {schema}."{table}"').fetchall()
+        print("held", flush=True)
+        select.select([sys.stdin], [], [], float(sys.argv[1]))
+"""
+
+
+def _holder(script: str, seconds: float, *args: str) -> subprocess.Popen:
+    """Run `script` in another Python process and return once it says it holds what it holds."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script, str(seconds), *args],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == "held"
+    return holder
 
 
 def hold_duckdb(path: Path, seconds: float, *, read_only: bool = False) -> subprocess.Popen:
     """Another process (an analyst, another run) holding the DuckDB file `path` for `seconds`; returns once
-    it holds it. The caller kills or waits for it."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(path), str(seconds), "ro" if read_only else "rw"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert holder.stdout.readline().strip() == "held"
-    return holder
+    it holds it. The caller kills it, waits for it, or lets it go with `release`."""
+    return _holder(_HOLD_DUCKDB, seconds, str(path), "ro" if read_only else "rw")
+
+
+def hold_lake(store, seconds: float, *, read_only: bool = False) -> subprocess.Popen:
+    """Another process holding the DuckLake `store` for `seconds`; returns once it holds it. Writing (the
+    default): a model run, a maintenance run or a publish, holding the one writer lock (`store.writing()`).
+    `read_only`: an analyst's session, attached read-only with a transaction open. The caller kills it,
+    waits for it, or lets it go with `release`."""
+    return _holder(_HOLD_LAKE, seconds, store.catalog, store.data_path, "ro" if read_only else "rw")
+
+
+def release(holder: subprocess.Popen) -> None:
+    """Let a holder go as its owner would (it closes its session or lock and exits), and wait for it."""
+    holder.stdin.close()
+    assert holder.wait(30) == 0
 
 
 def lake_in(data_dir: Path):
@@ -46,6 +90,20 @@ def lake_in(data_dir: Path):
     from pipelines.warehouse.store import ducklake_store
 
     return ducklake_store(f"sqlite:///{data_dir / 'ducklake' / 'catalog.sqlite'}", str(data_dir / "ducklake" / "files"))
+
+
+@pytest.fixture(autouse=True)
+def _data_dir_in_tmp(tmp_path, monkeypatch) -> None:
+    """Every test's default data folder (the DuckLake, the write-back journal, exports) is `tmp_path/data`,
+    never the repository's `data/`, for the test and the processes it starts, and a developer's warehouse
+    settings are left out: `lake_in(tmp_path / "data")` is the warehouse a command run without a warehouse
+    option writes."""
+    from pipelines.settings import DATA_DIR_ENV
+    from tests.e2e.conftest import WAREHOUSE_ENV
+
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
+    for name in WAREHOUSE_ENV:
+        monkeypatch.delenv(name, raising=False)
 
 
 def shared_dir() -> Path:

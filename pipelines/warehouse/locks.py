@@ -45,9 +45,16 @@ class Held(Exception):
         self.holder = holder
 
 
-def wait_for_lock(attempt: Callable[[], T], what: str | Path, *, timeout: float | None = None) -> T:
+def wait_for_lock(
+    attempt: Callable[[], T],
+    what: str | Path,
+    *,
+    timeout: float | None = None,
+    remedy: str = "close that session (an analyst's DuckDB, another run)",
+) -> T:
     """Call `attempt` until it stops raising `Held`, for up to `timeout` seconds (default: the configured
-    lock timeout); log once what is held and by whom; past the timeout raise one line naming both."""
+    lock timeout); log once what is held and by whom; past the timeout raise one line naming both and
+    the `remedy`."""
     timeout = lock_timeout_seconds() if timeout is None else timeout
     deadline = time.monotonic() + timeout
     announced = False
@@ -57,8 +64,8 @@ def wait_for_lock(attempt: Callable[[], T], what: str | Path, *, timeout: float 
         except Held as held:
             if time.monotonic() >= deadline:
                 raise WarehouseLockedError(
-                    f"{what} is still held by {held.holder} after {timeout:g}s: let that finish or close it "
-                    f"(an analyst's DuckDB, another run) and run again, or wait longer with {LOCK_TIMEOUT_ENV}."
+                    f"{what} is still held by {held.holder} after {timeout:g}s: {remedy} and run again, "
+                    f"or wait longer with {LOCK_TIMEOUT_ENV}."
                 ) from None
             if not announced:
                 logger.warning("Waiting for %s: held by %s (up to %gs).", what, held.holder, timeout)
@@ -108,6 +115,15 @@ def connect_waiting(
     return wait_for_lock(attempt, path, timeout=timeout)
 
 
+def program_name() -> str:
+    """What this process runs, as a user would name it: `pipelines` for `python -m pipelines`, `dagster`
+    for the daemon's run worker, else the script's file name."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name:
+        return spec.name.removesuffix(".__main__")
+    return Path(sys.argv[0]).name or "python"
+
+
 @contextmanager
 def exclusive_file_lock(path: str | Path, what: str, *, timeout: float | None = None) -> Iterator[None]:
     """Hold an exclusive lock on `path` (created if missing) for the block, waiting while another process
@@ -126,10 +142,10 @@ def exclusive_file_lock(path: str | Path, what: str, *, timeout: float | None = 
             raise Held(holder) from None
 
     try:
-        wait_for_lock(attempt, what, timeout=timeout)
+        wait_for_lock(attempt, what, timeout=timeout, remedy="let that run finish (or stop it)")
         os.ftruncate(fd, 0)
         started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-        os.write(fd, f"process {os.getpid()} ({Path(sys.argv[0]).name or 'python'}, since {started})".encode())
+        os.write(fd, f"process {os.getpid()} ({program_name()}, since {started})".encode())
         try:
             yield
         finally:

@@ -1,6 +1,6 @@
 """Run the real CLI with one hook that SIGKILLs the process at a named moment of a sync.
 
-    python -m tests.faults.kill_driver <moment> sync --duckdb FILE --no-progress
+    python -m tests.faults.kill_driver <moment> sync --no-progress
 
 Before the kill the hook writes `<moment>: <what it saw>` to the file named by $KILL_DRIVER_MARKER, so a
 test tells "killed at that moment" from "died some other way" and from "the hook never fired".
@@ -13,7 +13,6 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 MARKER_ENV = "KILL_DRIVER_MARKER"
@@ -112,11 +111,13 @@ def _hook_load() -> None:
 
 
 def _hook_after_load() -> None:
-    """After `pipeline.run` returned (the package is loaded), before the geometry view and the models."""
+    """After the load returned (the package is loaded), before the geometry view and the models, holding
+    the warehouse's writer lock (taken for the view)."""
     import pipelines.sync
+    from pipelines.warehouse.store import WarehouseStore
 
-    def create_geometry_view(duckdb_path: Path, dataset_name: str) -> None:
-        kill("after_load", f"before the geometry view of {duckdb_path}")
+    def create_geometry_view(store: WarehouseStore, dataset_name: str) -> None:
+        kill("after_load", f"before the geometry view of {store.place}")
 
     pipelines.sync.create_geometry_view = create_geometry_view
 

@@ -60,8 +60,7 @@ def test_a_hung_service_fails_the_sync_within_two_minutes_in_one_line(tmp_path):
         env = cli_env(f"http://127.0.0.1:{port}/v2", tmp_path, window=60.0)
         for knob in RETRY_KNOBS:  # the defaults are what is under test
             env.pop(f"{ENV_PREFIX}{knob}", None)
-        command = [sys.executable, "-m", "pipelines", "sync", "--duckdb", str(tmp_path / "warehouse.duckdb"),
-                   "--no-progress"]
+        command = [sys.executable, "-m", "pipelines", "sync", "--no-progress"]
         started = time.monotonic()
         # cwd: no .dlt/config.toml of the project (or the developer's) can change a default
         done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,

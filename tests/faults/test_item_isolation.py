@@ -6,11 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import duckdb
 import pytest
 import requests
 
-from tests.conftest import FULL_KEY
+from tests.conftest import FULL_KEY, lake_in
 from tests.e2e.conftest import SyncResult, cli_env, sandbox_stats
 from tests.faults.test_sync_faults import FROZEN, snapshot
 
@@ -33,26 +32,27 @@ def first_container(server) -> str:
 
 
 def run_sync(server, workdir) -> tuple[subprocess.CompletedProcess, SyncResult]:
-    """One `python -m pipelines sync` into workdir/warehouse.duckdb (its dlt folder in workdir). The default
-    attempts and deadline, with a short backoff: the sandbox's route faults fail every attempt, so waiting
-    longer between them would only slow the test."""
-    duckdb_path = workdir / "warehouse.duckdb"
+    """One `python -m pipelines sync` into the DuckLake under workdir/data (its dlt folder in workdir). The
+    default attempts and deadline, with a short backoff: the sandbox's route faults fail every attempt, so
+    waiting longer between them would only slow the test."""
     env = cli_env(
         server.base_url, workdir, OCEAN_TRACKING_PIPELINES_DIR=str(workdir / "dlt"),
         SOURCES__OCEAN_TRACKING__BACKOFF_FACTOR="0.01",
     )  # fmt: skip
-    command = [sys.executable, "-m", "pipelines", "sync", "--duckdb", str(duckdb_path), "--no-progress",
-               "--no-models", "--geoparquet", str(workdir / "features.parquet")]
+    command = [sys.executable, "-m", "pipelines", "sync", "--no-progress", "--no-models",
+               "--geoparquet", str(workdir / "features.parquet")]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    return done, SyncResult({}, duckdb_path)
+    return done, SyncResult({}, lake_in(workdir / "data"))
 
 
 def loaded_tables(result: SyncResult) -> set[str]:
-    """The tables in the warehouse file (none when the file was never written)."""
-    if not result.duckdb_path.exists():
+    """The tables in the warehouse (none when it was never written)."""
+    if not result.store.exists():
         return set()
-    with duckdb.connect(str(result.duckdb_path), read_only=True) as con:
-        return {row[0] for row in con.execute("select table_name from information_schema.tables").fetchall()}
+    with result.store.connect(read_only=True) as con:
+        return {row[0] for row in con.execute(
+            "select table_name from information_schema.tables where table_catalog = current_database()"
+        ).fetchall()}
 
 
 def without_container(tables: dict[str, list[tuple]], container_id: str) -> dict[str, list[tuple]]:

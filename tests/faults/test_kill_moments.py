@@ -1,5 +1,6 @@
 """A sync SIGKILLed at a chosen moment (tests/faults/kill_driver.py), then rerun with the plain CLI: the
-rerun finishes whatever load the killed run left pending and the warehouse equals a clean run's."""
+rerun finishes whatever load the killed run left pending and the warehouse (the default DuckLake) equals a
+clean run's."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import lake_in
 from tests.e2e.conftest import SyncResult, cli_env, sandbox_stats
 from tests.faults.kill_driver import EXTRACT_KILL_AT_REQUEST, MARKER_ENV, MOMENTS
 from tests.faults.test_sync_faults import FROZEN, snapshot
@@ -47,8 +49,7 @@ def test_a_sync_killed_at_a_moment_then_rerun_equals_a_clean_run(
         OCEAN_TRACKING_DATA_DIR=str(tmp_path / "data"),
         **{MARKER_ENV: str(marker)},
     )
-    warehouse = tmp_path / "warehouse.duckdb"
-    sync = ["sync", "--duckdb", str(warehouse), "--no-progress"]
+    sync = ["sync", "--no-progress"]
 
     killed = subprocess.run(
         [sys.executable, "-m", "tests.faults.kill_driver", moment, *sync],
@@ -68,10 +69,11 @@ def test_a_sync_killed_at_a_moment_then_rerun_equals_a_clean_run(
     )
 
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert "Waiting for" not in rerun.stderr, "a killed run leaves no lock held"
     pending = left[STAGES.index("normalize/extracted")] + left[STAGES.index("load/normalized")]
     assert (FINISHED_PENDING in rerun.stdout) == (pending > 0), rerun.stdout
     assert packages_left(tmp_path)[:3] == (0, 0, 0), "the rerun left a package unloaded"
-    result = SyncResult({}, warehouse)
+    result = SyncResult({}, lake_in(tmp_path / "data"))
     assert snapshot(result) == clean_snapshot
     assert result.scalar("select count(*) from map_features_geo") == len(clean_snapshot["map_features"])
     assert result.scalar("select count(*) from analytics.container_status") == len(

@@ -8,12 +8,11 @@ import subprocess
 import sys
 import time
 
-import duckdb
 import pytest
 import requests
 
 from pipelines.errors import MalformedResponseError
-from tests.conftest import FULL_KEY
+from tests.conftest import FULL_KEY, lake_in
 from tests.e2e.conftest import (
     ENTITY_TABLES,
     FROZEN_START,
@@ -106,18 +105,18 @@ def test_a_base_url_without_v2_fails_clearly_and_writes_nothing(make_sandbox, tm
         cause = cause.__cause__
     assert isinstance(cause, MalformedResponseError)
     assert "/v2" in str(cause) and "HTML" in str(cause)
-    warehouse = tmp_path / "warehouse.duckdb"
+    warehouse = lake_in(tmp_path / "data")
     if warehouse.exists():
-        with duckdb.connect(str(warehouse), read_only=True) as con:
-            assert con.execute("select count(*) from information_schema.tables where table_name = 'shipments'").fetchone() == (0,)
+        with warehouse.connect(read_only=True) as con:
+            assert con.execute("select count(*) from information_schema.tables where table_catalog = current_database() "
+                               "and table_name = 'shipments'").fetchone() == (0,)
 
 
 def test_a_process_killed_mid_sync_loses_nothing_on_rerun(make_sandbox, tmp_path, clean_snapshot):
     # a 1 s window and its real limits slow the sync down enough to kill it halfway
     server = make_sandbox(start=FROZEN_START, speed=0.0, rate_window=1.0)
     env = cli_env(server.base_url, tmp_path, window=1.0)
-    duckdb_path = tmp_path / "warehouse.duckdb"
-    command = [sys.executable, "-m", "pipelines", "sync", "--duckdb", str(duckdb_path), "--no-progress"]
+    command = [sys.executable, "-m", "pipelines", "sync", "--no-progress"]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while requests_served(server) < 60:
@@ -130,4 +129,4 @@ def test_a_process_killed_mid_sync_loses_nothing_on_rerun(make_sandbox, tmp_path
     rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
 
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert snapshot(SyncResult({}, duckdb_path)) == clean_snapshot
+    assert snapshot(SyncResult({}, lake_in(tmp_path / "data"))) == clean_snapshot

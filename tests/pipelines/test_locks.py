@@ -1,5 +1,7 @@
-"""Waiting for a DuckDB file another process holds: a message naming the file and the holder, then either
-the connection once the holder lets go, or one line saying what to do when the wait runs out."""
+"""Waiting for what another process holds: a message naming it and the holder, then either going on once
+the holder lets go, or one line saying what to do when the wait runs out. A plain DuckDB file is held by
+any process that opens it (the `duckdb` option); the DuckLake only by its one writer lock, never by a
+reader."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import duckdb
 import pytest
 
 from pipelines.warehouse.locks import WarehouseLockedError, connect_waiting
-from tests.conftest import hold_duckdb
+from tests.conftest import hold_duckdb, hold_lake, lake_in
 
 
 def test_waits_for_the_holder_and_says_who_it_is(tmp_path, caplog):
@@ -41,4 +43,36 @@ def test_gives_up_with_one_line_naming_file_holder_and_remedy(tmp_path):
     message = str(raised.value)
     assert "\n" not in message
     assert str(path) in message and f"process {holder.pid}" in message
+    assert "OCEAN_TRACKING_LOCK_TIMEOUT_SECONDS" in message
+
+
+def test_a_lake_writer_waits_for_the_writer_before_it_and_says_who_it_is(tmp_path, caplog):
+    lake = lake_in(tmp_path / "data")
+    holder = hold_lake(lake, 2.0)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="pipelines.warehouse.locks"), lake.writing():
+        waited = time.monotonic() - started
+    holder.wait(10)
+    assert waited > 0.5  # it really waited for the other process
+    [message] = [r.getMessage() for r in caplog.records]
+    assert "writer lock" in message and lake.place in message and f"process {holder.pid} " in message
+
+
+def test_a_lake_writer_gives_up_with_one_line_and_readers_never_wait(tmp_path, monkeypatch):
+    lake = lake_in(tmp_path / "data")
+    with lake.writing(), lake.connect() as con:
+        con.execute("create table seen as select 1 as n")
+    monkeypatch.setenv("OCEAN_TRACKING_LOCK_TIMEOUT_SECONDS", "0.5")
+    holder = hold_lake(lake, 600)
+    try:
+        with lake.connect(read_only=True) as con:  # would fail after 0.5 s, were it waiting for the writer
+            assert con.execute("select n from seen").fetchall() == [(1,)]
+        with pytest.raises(WarehouseLockedError) as raised, lake.writing():
+            pass
+    finally:
+        holder.kill()
+        holder.wait(10)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "writer lock" in message and f"process {holder.pid} " in message
     assert "OCEAN_TRACKING_LOCK_TIMEOUT_SECONDS" in message

@@ -12,6 +12,7 @@ import pytest
 from pipelines.errors import ConfigurationError
 from pipelines.settings import API_KEY_ENV, CONFIG_SECTION
 from pipelines.warehouse.destinations import named_target
+from tests.conftest import lake_in
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,7 +21,7 @@ def _cli_sync(cwd: Path) -> subprocess.CompletedProcess:
     """`python -m pipelines sync` in a fresh process (dlt reads `.dlt/` once per process, from its cwd)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOURCES__")}
     return subprocess.run(
-        [sys.executable, "-m", "pipelines", "sync", "--duckdb", str(cwd / "w.duckdb"), "--no-progress"],
+        [sys.executable, "-m", "pipelines", "sync", "--no-progress"],
         cwd=cwd, env={**env, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
@@ -46,7 +47,7 @@ def test_the_cli_says_what_is_missing_in_one_line_without_markup_loss(tmp_path):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert f"[{CONFIG_SECTION}]" in result.stderr and API_KEY_ENV in result.stderr
-    assert not (tmp_path / "w.duckdb").exists()
+    assert not lake_in(tmp_path / "data").exists(), "nothing is created before the settings are whole"
 
 
 def test_an_api_error_is_said_in_one_line_with_the_services_details_and_the_hint():

@@ -1,16 +1,15 @@
 """Fixtures for write-back tests: an isolated sandbox (frozen clock, generous limits), a client, a store,
-and helpers that flip the sandbox's fault profile and read its own counters."""
+the DuckLake the commands publish into, and helpers that flip the sandbox's fault profile and read its own
+counters."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import duckdb
 import pytest
 import requests
 
+from pipelines.warehouse.store import WarehouseStore
 from pipelines.writeback.store import WritebackStore
-from tests.conftest import FULL_KEY
+from tests.conftest import FULL_KEY, lake_in
 from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, make_client
 
 
@@ -28,17 +27,10 @@ def client(server, tmp_path):
 
 
 @pytest.fixture
-def db_path(tmp_path) -> Path:
-    """The DuckDB file the write-back tables go to."""
-    return tmp_path / "warehouse.duckdb"
-
-
-@pytest.fixture
-def con(db_path):
-    """A read-write connection to the DuckDB file."""
-    connection = duckdb.connect(str(db_path))
-    yield connection
-    connection.close()
+def lake(tmp_path) -> WarehouseStore:
+    """The DuckLake a write-back command (CLI or Dagster job) run in this test looks up in and publishes
+    into: the default warehouse of `tmp_path/data`."""
+    return lake_in(tmp_path / "data")
 
 
 @pytest.fixture

@@ -21,9 +21,9 @@ WRITES = ("POST", "PATCH", "PUT", "DELETE")
 SHIPMENT = "00000000-0000-4000-8000-000000000001"  # a well-formed id: rows fail before it matters
 
 
-def common(server, tmp_path) -> list[str]:
-    return ["--duckdb", str(tmp_path / "warehouse.duckdb"), "--base-url", server.base_url, "--api-key", FULL_KEY,
-            "--rate-window", "0.05"]
+def common(server) -> list[str]:
+    """The CLI's options for `server`; the warehouse is the default one, the DuckLake of the test's data folder."""
+    return ["--base-url", server.base_url, "--api-key", FULL_KEY, "--rate-window", "0.05"]
 
 
 def refuse(capsys, argv: list[str]) -> str:
@@ -83,7 +83,7 @@ BAD_REF_FILES = {
 def test_patch_ref_numbers_refuses_bad_files_before_any_request(case, server, tmp_path, capsys):
     content, expected = BAD_REF_FILES[case]
     batch = write(tmp_path / "bad.csv", content)
-    err = refuse(capsys, ["patch-ref-numbers", str(batch), *common(server, tmp_path)])
+    err = refuse(capsys, ["patch-ref-numbers", str(batch), *common(server)])
     for text in expected:
         assert text in err, err
     assert routes(server) == {}  # not a single request
@@ -91,7 +91,7 @@ def test_patch_ref_numbers_refuses_bad_files_before_any_request(case, server, tm
 
 def test_missing_file_folder_readme_and_unknown_table(server, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    args = common(server, tmp_path)
+    args = common(server)
     assert refuse(capsys, ["patch-ref-numbers", "missing.csv", *args]).endswith(
         "missing.csv: no such file, nor a table of that name in the warehouse; give the path of a CSV file, "
         "or a [schema.]table in the warehouse")
@@ -103,7 +103,7 @@ def test_missing_file_folder_readme_and_unknown_table(server, tmp_path, capsys, 
 
 
 def test_every_command_refuses_a_bad_input_and_writes_nothing(server, tmp_path, capsys):
-    args = common(server, tmp_path)
+    args = common(server)
     inputs = {  # command → its header and a good first value
         "create-tracking-requests": ("request_number,request_type,ref_numbers", "WBBAD001,bill_of_lading"),
         "upload-documents": ("file,name,shipment_id", "a.pdf,Invoice"),
@@ -128,7 +128,7 @@ def test_every_command_refuses_a_bad_input_and_writes_nothing(server, tmp_path, 
 def test_allow_formulas_sends_the_value_as_it_is(server, tmp_path, capsys):
     shipment = api_get(server, "/shipments", **{"page[size]": 1})["data"][0]["id"]
     batch = write(tmp_path / "refs.csv", f"shipment_id,ref_numbers\n{shipment},=1+1;-5;+1-555\n")
-    args = ["patch-ref-numbers", str(batch), "--replace", *common(server, tmp_path)]
+    args = ["patch-ref-numbers", str(batch), "--replace", *common(server)]
     assert "=1+1" in refuse(capsys, args)
     assert main([*args, "--allow-formulas"]) == 0
     assert api_get(server, f"/shipments/{shipment}")["data"]["attributes"]["ref_numbers"] == ["=1+1", "-5", "+1-555"]
@@ -138,11 +138,11 @@ def test_one_line_without_traceback_in_a_real_process_and_debug_shows_it(server,
     batch = write(tmp_path / "refs.csv", f"shipment_id,ref_numbers\n{SHIPMENT},R1,R2\n")
     env = {**os.environ, "COLUMNS": "60"}  # a narrow terminal must not wrap the line
     done = subprocess.run([sys.executable, "-m", "pipelines", "patch-ref-numbers", str(batch),
-                           *common(server, tmp_path)], cwd=REPO, env=env, capture_output=True, text=True,
+                           *common(server)], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("error: ") and "refs.csv line 2: 3 fields but the header has 2" in done.stderr
     with pytest.raises(InputError, match="line 2"):
-        main(["--debug", "patch-ref-numbers", str(batch), *common(server, tmp_path)])
+        main(["--debug", "patch-ref-numbers", str(batch), *common(server)])
     assert routes(server) == {}

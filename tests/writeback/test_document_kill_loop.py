@@ -129,8 +129,7 @@ def test_killed_twenty_times_then_completed_uploads_each_file_once(make_sandbox,
         (folder / name).write_bytes(os.urandom(1000 + i))
     journal = tmp_path / "journal.sqlite"
     env = cli_env(relay.url(server.base_url), tmp_path, OCEAN_TRACKING_WRITEBACK_JOURNAL=str(journal))
-    command = [sys.executable, "-m", "pipelines", "upload-documents", str(folder),
-               "--duckdb", str(tmp_path / "w.duckdb")]  # fmt: skip
+    command = [sys.executable, "-m", "pipelines", "upload-documents", str(folder)]
     moments = random.Random(SEED)
     started = time.monotonic()
     mid_batch = after_post = intents_left = 0

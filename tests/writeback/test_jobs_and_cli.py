@@ -1,21 +1,21 @@
 """The Dagster jobs (dry run and real, via execute_in_process), the CLI subcommands, and the audit log
-never holding the API key."""
+never holding the API key. Both publish into the default DuckLake of `tmp_path/data`."""
 
 from __future__ import annotations
 
-import duckdb
-
-from assets.resources import OceanTrackingApi, Warehouse
+from assets.resources import OceanTrackingApi
 from assets.writeback import create_tracking_requests_job, patch_ref_numbers_job, upload_documents_job
 from pipelines.cli import main
+from pipelines.writeback.store import PUBLISHED_TABLES, SCHEMA
+from tests.assets.conftest import warehouse_resource
 from tests.conftest import FULL_KEY
 from tests.writeback.conftest import api_get, routes, tracking_count
 
 
-def resources(server, db) -> dict:
+def resources(server, data_dir) -> dict:
     return {"ocean_tracking_api": OceanTrackingApi(api_key=FULL_KEY, base_url=server.base_url,
                                                    app_url=server.app_url, rate_window_seconds=0.05),
-            "warehouse": Warehouse(duckdb_path=str(db))}
+            "warehouse": warehouse_resource(data_dir)}
 
 
 def op_config(op: str, **config) -> dict:
@@ -33,8 +33,7 @@ def counts(result, op: str) -> dict:
     return error.user_failure_data.metadata["counts"].data
 
 
-def test_dagster_jobs_dry_run_then_real(server, tmp_path):
-    db = tmp_path / "warehouse.duckdb"
+def test_dagster_jobs_dry_run_then_real(server, tmp_path, lake):
     batch = tmp_path / "tr.csv"
     batch.write_text("request_number,request_type,scac,ref_numbers\nWBDAG001,bill_of_lading,MAEU,R1;R2\n"
                      "WBDAG002,container,MSCU,\n")
@@ -51,26 +50,25 @@ def test_dagster_jobs_dry_run_then_real(server, tmp_path):
     ]
     for job, op, source in runs:
         result = job.execute_in_process(run_config=op_config(op, source_path=source, dry_run=True),
-                                        resources=resources(server, db), raise_on_error=False)
+                                        resources=resources(server, tmp_path / "data"), raise_on_error=False)
         assert result.success == (op != "create_tracking_requests_op")  # its invalid row fails the op
     assert not [k for k in routes(server) if k.startswith(("POST", "PATCH"))]  # dry runs send no write
     outputs = {}
     for job, op, source in runs:
         result = job.execute_in_process(run_config=op_config(op, source_path=source, dry_run=False),
-                                        resources=resources(server, db), raise_on_error=False)
+                                        resources=resources(server, tmp_path / "data"), raise_on_error=False)
         outputs[op] = counts(result, op)
     assert outputs == {"create_tracking_requests_op": {"accepted": 1, "invalid": 1},
                        "upload_documents_op": {"created": 1}, "patch_ref_numbers_op": {"patched": 1}}
     assert tracking_count(server, "WBDAG001") == 1
-    with duckdb.connect(str(db)) as con:
+    with lake.connect(read_only=True) as con:
         actions = dict(con.execute("select action, count(*) from writeback.audit_log group by 1").fetchall())
     assert actions == {"create_tracking_request": 1, "request_blob": 1, "put_bytes": 1, "create_document": 1,
                        "patch_shipment_ref_numbers": 1}
 
 
-def test_cli_subcommands_and_no_key_in_the_duckdb_file(server, tmp_path, capsys):
-    db = tmp_path / "cli.duckdb"
-    common = ["--duckdb", str(db), "--base-url", server.base_url, "--api-key", FULL_KEY, "--rate-window", "0.05"]
+def test_cli_subcommands_and_no_key_in_the_warehouse(server, tmp_path, capsys, lake):
+    common = ["--base-url", server.base_url, "--api-key", FULL_KEY, "--rate-window", "0.05"]
     batch = tmp_path / "tr.csv"
     batch.write_text("request_number,request_type,scac,customer_name\nWBCLI001,bill_of_lading,MAEU,CLI Co\n"
                      "WBCLI002,bill_of_lading,ZZZZ,\n")
@@ -98,9 +96,14 @@ def test_cli_subcommands_and_no_key_in_the_duckdb_file(server, tmp_path, capsys)
     assert main(["patch-ref-numbers", str(refs), "--replace", *common]) == 0
     assert api_get(server, f"/shipments/{shipment}")["data"]["attributes"]["ref_numbers"] == ["CLI-1", "CLI-2"]
 
-    with duckdb.connect(str(db)) as con:
+    with lake.connect(read_only=True) as con:
         assert con.execute("select count(*) from writeback.audit_log").fetchone()[0] >= 6
-        con.execute("checkpoint")
-    blobs = b"".join(p.read_bytes() for p in [*tmp_path.glob("cli.duckdb*"), *tmp_path.glob("*.sqlite*")])
+        published = [con.execute(f"select cast(t as varchar) from {SCHEMA}.{name} t").fetchall()
+                     for name in PUBLISHED_TABLES]
+    assert FULL_KEY not in repr(published)
+    # every file the commands wrote: the lake's catalog (small tables are inlined there) and data files, the journal
+    written = [p for p in (tmp_path / "data").rglob("*") if p.is_file()]
+    assert {"catalog.sqlite", "writeback_journal.sqlite"} <= {p.name for p in written}
+    blobs = b"".join(p.read_bytes() for p in written)
     assert FULL_KEY.encode() not in blobs
     assert FULL_KEY.encode("utf-16-le") not in blobs

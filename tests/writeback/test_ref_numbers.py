@@ -50,9 +50,9 @@ def shipment_with_refs(server) -> tuple[str, list[str]]:
     raise AssertionError("the sandbox world has no shipment with two ref_numbers")
 
 
-def cli_args(server, tmp_path) -> list[str]:
-    return ["--duckdb", str(tmp_path / "warehouse.duckdb"), "--base-url", server.base_url, "--api-key", FULL_KEY,
-            "--rate-window", "0.05"]
+def cli_args(server) -> list[str]:
+    """The CLI's options for `server`; the warehouse is the default one, the DuckLake of the test's data folder."""
+    return ["--base-url", server.base_url, "--api-key", FULL_KEY, "--rate-window", "0.05"]
 
 
 def test_merge_keeps_order_and_adds_no_duplicate():
@@ -120,7 +120,7 @@ def test_missing_ref_numbers_column_is_refused_before_any_request(server, client
         patch_ref_numbers(read_rows(batch), client, None, None)  # read without columns: checked all the same
     with pytest.raises(InputError, match=r"^input rows: missing column ref_numbers"):
         patch_ref_numbers([{"shipment_id": shipment}], client, None, None)
-    assert main(["patch-ref-numbers", str(batch), *cli_args(server, tmp_path)]) == 2
+    assert main(["patch-ref-numbers", str(batch), *cli_args(server)]) == 2
     assert "missing column ref_numbers" in capsys.readouterr().err
     assert routes(server) == before
     assert live_refs(server, "shipment", shipment) == live
@@ -131,7 +131,7 @@ def test_dry_run_prints_before_and_after_and_sends_no_patch(server, tmp_path, ca
     shipment, live = shipment_with_refs(server)
     batch = tmp_path / "refs.csv"
     batch.write_text(f"shipment_id,ref_numbers\n{shipment},DRY-1;{live[0]}\n")
-    args = cli_args(server, tmp_path)
+    args = cli_args(server)
 
     assert main(["patch-ref-numbers", str(batch), "--dry-run", *args]) == 0
     out = capsys.readouterr().out
@@ -164,27 +164,22 @@ def test_patch_by_number_then_sync_and_deep_link(server, tmp_path):
         ",NOPE1234567,,X\n"
         ",,,Y\n"
     )
-    db = first.duckdb_path
     audit = AuditLog()
-    with make_client(server, tmp_path) as client:
-        con = duckdb.connect(str(db))
-        try:
-            report = patch_ref_numbers(read_rows(batch, columns=REF_NUMBER_COLUMNS), client, audit, con)
-            assert [r.status for r in report.results] == ["patched", "patched", "patched", "invalid", "invalid"]
-            assert report.results[0].target_id == shipment_id and report.results[1].target_id == container_id
-            assert report.results[0].ref_numbers == [*had[shipment_id], "WB-SHIP-1", "WB-SHIP-2"]
-            assert "not in the warehouse" in report.results[3].errors[0]
-            assert patches(server) == {PATCH_SHIPMENT: 2, PATCH_CONTAINER: 1}
+    with make_client(server, tmp_path) as client, first.store.connect(read_only=True) as con:
+        report = patch_ref_numbers(read_rows(batch, columns=REF_NUMBER_COLUMNS), client, audit, con)
+        assert [r.status for r in report.results] == ["patched", "patched", "patched", "invalid", "invalid"]
+        assert report.results[0].target_id == shipment_id and report.results[1].target_id == container_id
+        assert report.results[0].ref_numbers == [*had[shipment_id], "WB-SHIP-1", "WB-SHIP-2"]
+        assert "not in the warehouse" in report.results[3].errors[0]
+        assert patches(server) == {PATCH_SHIPMENT: 2, PATCH_CONTAINER: 1}
 
-            # rerun before any sync: a GET shows every number is already there → no PATCH
-            rerun = patch_ref_numbers(read_rows(batch), client, audit, con)
-            assert [r.status for r in rerun.results][:3] == ["unchanged"] * 3
-            assert patches(server) == {PATCH_SHIPMENT: 2, PATCH_CONTAINER: 1}
-            assert audit.calls == [("patch_shipment_ref_numbers", "patched", 200),
-                                   ("patch_container_ref_numbers", "patched", 200),
-                                   ("patch_shipment_ref_numbers", "patched", 200)]
-        finally:
-            con.close()
+        # rerun before any sync: a GET shows every number is already there → no PATCH
+        rerun = patch_ref_numbers(read_rows(batch), client, audit, con)
+        assert [r.status for r in rerun.results][:3] == ["unchanged"] * 3
+        assert patches(server) == {PATCH_SHIPMENT: 2, PATCH_CONTAINER: 1}
+        assert audit.calls == [("patch_shipment_ref_numbers", "patched", 200),
+                               ("patch_container_ref_numbers", "patched", 200),
+                               ("patch_shipment_ref_numbers", "patched", 200)]
 
     second = sync_once(server, tmp_path, include_maps=False)
     assert second.scalar(f"select cast(ref_numbers as varchar) from shipments where id = '{shipment_id}'") \
@@ -193,7 +188,7 @@ def test_patch_by_number_then_sync_and_deep_link(server, tmp_path):
         == json.dumps([*had[container_id], "WB-CONT-9"], separators=(",", ":"))
 
     # after the sync, a third run still reads each target afresh (never the warehouse copy), writes nothing
-    with make_client(server, tmp_path) as client, duckdb.connect(str(db)) as con:
+    with make_client(server, tmp_path) as client, second.store.connect(read_only=True) as con:
         third = patch_ref_numbers(read_rows(batch), client, audit, con)
     assert [r.status for r in third.results][:3] == ["unchanged"] * 3
     assert patches(server) == {PATCH_SHIPMENT: 2, PATCH_CONTAINER: 1} and len(audit.calls) == 3

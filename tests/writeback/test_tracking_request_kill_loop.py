@@ -45,8 +45,7 @@ def test_killed_twenty_times_then_completed_creates_each_row_once(make_sandbox, 
                   json={"profile": "slow", "rate": 1.0, "seed": 0, "delay": 0.04}, timeout=10).raise_for_status()
     numbers = _batch(tmp_path / "batch.csv")
     env = cli_env(server.base_url, tmp_path, OCEAN_TRACKING_WRITEBACK_JOURNAL=str(tmp_path / "journal.sqlite"))
-    command = [sys.executable, "-m", "pipelines", "create-tracking-requests", str(tmp_path / "batch.csv"),
-               "--duckdb", str(tmp_path / "warehouse.duckdb")]  # fmt: skip
+    command = [sys.executable, "-m", "pipelines", "create-tracking-requests", str(tmp_path / "batch.csv")]
     moments = random.Random(SEED)
     killed_mid_batch = 0
     for _ in range(KILLS):

@@ -28,7 +28,7 @@ def outcomes(con) -> dict[int, tuple]:
     return {r[0]: (r[1], r[2], json.loads(r[3])) for r in rows}
 
 
-def test_batch_validates_locally_maps_422_creates_parties_and_reruns_without_duplicates(server, client, store, con):
+def test_batch_validates_locally_maps_422_creates_parties_and_reruns_without_duplicates(server, client, store):
     rows = [
         bl("WBTEST0001", ref_numbers="PO-1;PO-2", shipment_tags="urgent", customer_name="Brand New Imports"),
         {"request_number": "MAEU900000001", "request_type": "bill_of_lading", "scac": ""},  # auto-detect
@@ -66,7 +66,7 @@ def test_batch_validates_locally_maps_422_creates_parties_and_reruns_without_dup
         assert tracking_count(server, number) == 1
 
 
-def test_faults_mid_batch_then_rerun_completes_exactly_once(server, client, store, con):
+def test_faults_mid_batch_then_rerun_completes_exactly_once(server, client, store):
     """5xx (nothing written), connection reset after the service wrote (answer lost) and a 429 storm
     (honoured) on different rows of one batch: the batch reconciles the two unknown outcomes before it ends
     (the reset one was created, the 5xx one was not), and the rerun sends only the one never created."""
@@ -125,14 +125,16 @@ def test_stays_inside_the_create_bucket(make_sandbox, tmp_path, store):
     assert requests.get(f"{server.root_url}/_sandbox/stats", timeout=10).json()["rate_limited_total"] == 0
 
 
-def test_dry_run_from_a_duckdb_table_sends_nothing(server, client, store, con):
-    con.execute("create table batch (request_number varchar, request_type varchar, scac varchar, "
-                "ref_numbers varchar[], customer_name varchar)")
-    con.execute("insert into batch values ('WBDRY001', 'bill_of_lading', 'MAEU', ['A', 'B'], 'Dry Run Ltd'), "
-                "('', 'bill_of_lading', 'MAEU', [], null)")
+def test_dry_run_from_a_warehouse_table_sends_nothing(server, client, store, lake):
+    with lake.writing(), lake.connect() as con:  # a batch prepared in SQL next to the synced data
+        con.execute("create table batch (request_number varchar, request_type varchar, scac varchar, "
+                    "ref_numbers varchar[], customer_name varchar)")
+        con.execute("insert into batch values ('WBDRY001', 'bill_of_lading', 'MAEU', ['A', 'B'], 'Dry Run Ltd'), "
+                    "('', 'bill_of_lading', 'MAEU', [], null)")
     from pipelines.writeback.inputs import read_rows
 
-    report = create_tracking_requests(read_rows("batch", con), client, store, dry_run=True)
+    with lake.connect(read_only=True) as con:  # as a batch reads it: the warehouse, read-only
+        report = create_tracking_requests(read_rows("batch", con), client, store, dry_run=True)
     assert [r.status for r in report.results] == ["would_send", "invalid"]
     handled = routes(server)
     assert CREATE not in handled and "POST /v2/parties" not in handled
