@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ..auth import UNAUTHORIZED_DETAIL, KeyRing, Principal
@@ -39,6 +39,7 @@ class Stats:
             self.limited: dict[str, Counter] = defaultdict(Counter)
             self.faults: Counter = Counter()
             self.routes: Counter = Counter()
+            self.abandoned: Counter = Counter()
             self.unauthorized = 0
 
     def request(self, fp: str, bucket: str, route: str) -> None:
@@ -46,6 +47,13 @@ class Stats:
         with self._lock:
             self.by_key[fp][bucket] += 1
             self.routes[route] += 1
+
+    def abandon(self, route: str) -> None:
+        """Move one request from its route's count to the abandoned ones: the client went away before
+        its body arrived, so nothing was processed (it still spent its place in the rate budget)."""
+        with self._lock:
+            self.routes[route] -= 1
+            self.abandoned[route] += 1
 
     def rate_limited(self, fp: str, bucket: str) -> None:
         """Count one 429 served by the limiter."""
@@ -72,6 +80,7 @@ class Stats:
                 "faults_served": dict(self.faults),
                 "faults_total": sum(self.faults.values()),
                 "requests_by_route": dict(self.routes),
+                "abandoned_by_route": dict(self.abandoned),
                 "unauthorized": self.unauthorized,
             }
 
@@ -160,6 +169,9 @@ def api(bucket: str = "default", status: int = 200) -> Callable[[Handler], Calla
             state.stats.request(principal.fingerprint, bucket, route)
             try:
                 result = await fn(Ctx(request, state, principal, state.clock.now()))
+            except ClientDisconnect:  # killed or dropped mid-upload: nobody is left to answer
+                state.stats.abandon(route)
+                return Response(status_code=400)
             except ApiError as exc:
                 return error_response(exc)
             except ValidationIssue as exc:  # the world refused (carrier semantics): a 422 with its pointer

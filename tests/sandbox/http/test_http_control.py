@@ -83,3 +83,29 @@ def test_cli_generates_a_key_when_none_given():
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_a_request_abandoned_mid_body_is_counted_apart(make_sandbox):
+    """A client killed while its upload was on the wire: the sandbox processed nothing, so the route's
+    count (what the service really handled) leaves it out and `abandoned_by_route` has it."""
+    import socket
+    import time
+
+    srv = make_sandbox()
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as raw:
+        raw.sendall(
+            b"POST /v2/documents HTTP/1.1\r\nHost: x\r\nContent-Type: application/vnd.api+json\r\n"
+            + f"Authorization: Token {FULL_KEY}\r\nContent-Length: 5000\r\n\r\n".encode()
+            + b'{"data": {"type": "document"'
+        )
+        time.sleep(0.3)
+    stats = {}
+    for _ in range(50):  # the server notices the closed socket on its own schedule
+        stats = requests.get(srv.root_url + "/_sandbox/stats", timeout=5).json()
+        if stats["abandoned_by_route"]:
+            break
+        time.sleep(0.1)
+    assert stats["abandoned_by_route"] == {"POST /v2/documents": 1}
+    assert stats["requests_by_route"].get("POST /v2/documents", 0) == 0
+    assert requests.get(srv.base_url + "/documents", headers={"Authorization": f"Token {FULL_KEY}"},
+                        timeout=5).json()["data"] == []  # fmt: skip
