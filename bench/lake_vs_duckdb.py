@@ -4,7 +4,8 @@ maintenance, and an analyst's query before and after it.
 For each warehouse, a sandbox of the same seed and size with a frozen clock: one full sync, then
 `--syncs` incremental syncs with the world's clock advanced a day before each (every sync also builds
 the models). Then, for the lake, one maintenance run with the default 30-day retention (nothing expires:
-the point is compaction and what it costs), and an analyst's query timed before and after it.
+the point is compaction and what it costs), an analyst's query timed before and after it, then one
+with no retention at all: what the lake weighs without time travel.
 
     python bench/lake_vs_duckdb.py --shipments 10000 --syncs 3 --no-maps
 
@@ -18,6 +19,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import requests
@@ -90,6 +92,13 @@ def run_syncs(kind: str, args: argparse.Namespace, workdir: Path) -> dict[str, o
             "maint. s": report.seconds, "data files": f"{report.before.data_files} -> {report.after.data_files}",
             "files after maint.": files_after, "MiB after maint.": size_after / 2**20,
             "query s after maint.": query_seconds(target),
+        })  # fmt: skip
+        # what the lake would weigh without time travel: every snapshot but the last expired, no grace
+        bare = maintain_lake(target.store, retention_days=0, grace=timedelta(0))
+        files_bare, size_bare = files_and_bytes(target)
+        figures.update({
+            "data files, retention 0": f"{bare.before.data_files} -> {bare.after.data_files}",
+            "files, retention 0": files_bare, "MiB, retention 0": size_bare / 2**20,
         })  # fmt: skip
     return figures
 
