@@ -20,7 +20,7 @@ from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.sync import sync_account
 from pipelines.warehouse.destinations import Target, duckdb_target, ducklake_target
-from pipelines.warehouse.store import ducklake_store
+from pipelines.warehouse.store import default_lake_in
 
 API_KEY = "sbx_bench_0123456789abcdef"
 # the embedded warehouses a benchmark can load into; the DuckLake is the pipeline's default
@@ -61,8 +61,7 @@ def warehouse_target(workdir: Path, destination: str = "ducklake") -> Target:
         return duckdb_target(workdir / "warehouse.duckdb")
     if destination != "ducklake":
         raise ValueError(f"destination must be one of {DESTINATIONS}, not {destination!r}")
-    lake = workdir / "ducklake"
-    return ducklake_target(ducklake_store(f"sqlite:///{lake / 'catalog.sqlite'}", str(lake / "files")))
+    return ducklake_target(default_lake_in(workdir))
 
 
 def sync(base_url: str, api_key: str, window: float, workdir: Path, destination: str = "ducklake") -> SyncFigures:

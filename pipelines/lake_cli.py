@@ -24,14 +24,12 @@ from pipelines.settings import (
     LAKE_RETENTION_ENV,
     WRITEBACK_JOURNAL_FILE_NAME,
     duckdb_path,
-    ducklake_catalog_path,
-    ducklake_data_path,
 )
 from pipelines.warehouse.backup import backup_lake, restore_lake
 from pipelines.warehouse.maintenance import maintain_lake
 from pipelines.warehouse.migrate import migrate_duckdb
 from pipelines.warehouse.session import OUTPUT_MODES, print_sql, run_session
-from pipelines.warehouse.store import WarehouseStore, ducklake_store
+from pipelines.warehouse.store import WarehouseStore, default_lake_in, ducklake_store
 
 console = Console()
 errors = Console(stderr=True)
@@ -105,8 +103,7 @@ def restore_place(data_dir: Path | None) -> tuple[WarehouseStore, Path]:
     if data_dir is None:
         store = ducklake_store()
         return store, store.journal_path
-    store = ducklake_store(f"sqlite:///{ducklake_catalog_path(data_dir)}", str(ducklake_data_path(data_dir)))
-    return store, data_dir / WRITEBACK_JOURNAL_FILE_NAME
+    return default_lake_in(data_dir), data_dir / WRITEBACK_JOURNAL_FILE_NAME
 
 
 def run_lake_restore(args: argparse.Namespace) -> int:

@@ -87,9 +87,9 @@ def release(holder: subprocess.Popen) -> None:
 def lake_in(data_dir: Path):
     """The DuckLake a process with `OCEAN_TRACKING_DATA_DIR=data_dir` uses by default (the suite's
     default warehouse): its SQLite catalog and data folder under `data_dir/ducklake`."""
-    from pipelines.warehouse.store import ducklake_store
+    from pipelines.warehouse.store import default_lake_in
 
-    return ducklake_store(f"sqlite:///{data_dir / 'ducklake' / 'catalog.sqlite'}", str(data_dir / "ducklake" / "files"))
+    return default_lake_in(data_dir)
 
 
 @pytest.fixture(autouse=True)

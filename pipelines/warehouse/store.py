@@ -207,6 +207,12 @@ def ducklake_store(catalog: str | None = None, data_path: str | None = None) -> 
     return WarehouseStore(catalog=catalog, data_path=data_path)
 
 
+def default_lake_in(data_dir: Path) -> WarehouseStore:
+    """The lake a process with `OCEAN_TRACKING_DATA_DIR=data_dir` uses when nothing else is configured
+    (a restore's target, the tests' and benchmarks' lakes): `data_dir/ducklake/`."""
+    return ducklake_store(f"sqlite:///{ducklake_catalog_path(data_dir)}", str(ducklake_data_path(data_dir)))
+
+
 def duckdb_store(path: str | Path | None = None) -> WarehouseStore:
     """The plain DuckDB file option (default `<data_dir>/warehouse.duckdb`)."""
     return WarehouseStore(duckdb_file=Path(path) if path is not None else duckdb_path())
