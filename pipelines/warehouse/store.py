@@ -5,7 +5,7 @@ a session open stops the schedule (and the schedule stops the analyst). A DuckLa
 database made for several processes (SQLite in WAL mode by default; PostgreSQL across hosts) and its
 data in immutable Parquet files: any number of read-only sessions attach while one writer commits
 snapshots, and every reader sees each new snapshot without reconnecting. Measured in
-`tests/e2e/test_concurrent_analyst.py` and `bench/lake_vs_duckdb.py`.
+`tests/lake/test_concurrent_analyst.py` and `bench/lake_vs_duckdb.py`.
 
 `WarehouseStore` is the one way in for everything that reads or writes the embedded warehouse: the load,
 the models, the exports, the write-back records, the checks, the analysts' session. Writers take one lock
