@@ -9,7 +9,7 @@ A container that has arrived keeps its last map: its route no longer moves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -39,28 +39,17 @@ def container_phase(container: dict[str, Any], shipment: dict[str, Any] | None) 
     return Phase.PRE_DEPARTURE
 
 
-@dataclass(frozen=True)
-class MapSchedule:
-    """The per-container fetch log kept in dlt source state: `{container_id: [phase, fetched_at_epoch]}`."""
-
-    entries: dict[str, list[Any]]
-    refresh_seconds: float = 3600.0
-
-    def is_due(self, container_id: str, phase: Phase, now_epoch: float) -> bool:
-        """True when the container's map can have changed since it was last fetched."""
-        entry = self.entries.get(container_id)
-        if entry is None:
-            return True
-        last_phase, fetched_at = entry[0], float(entry[1])
-        if last_phase != phase:
-            return True
-        age = now_epoch - fetched_at
-        if phase is Phase.AT_SEA:
-            return age >= self.refresh_seconds
-        if phase is Phase.PRE_DEPARTURE:
-            return age >= PRE_DEPARTURE_REFRESH_SECONDS
-        return False
-
-    def record(self, container_id: str, phase: Phase, fetched_at_epoch: float) -> None:
-        """Remember a successful fetch so the next run can skip an unchanged map."""
-        self.entries[container_id] = [str(phase), fetched_at_epoch]
+def due_by_age_sql(table: str, now: datetime, refresh_seconds: float) -> str:
+    """DuckDB SQL returning the ids of containers whose map is due by age alone: fetched at sea at least
+    `refresh_seconds` ago, or before departure at least a day ago, by the host clock. (A container never
+    fetched, or fetched in another phase, is due whatever its age: that needs the page, see
+    `pipelines.extract.fetch_log.FetchLog.map_due`.) Literal timestamps, so dlt can transpile it to any
+    destination's dialect."""
+    now = now.astimezone(UTC)
+    at_sea = (now - timedelta(seconds=refresh_seconds)).isoformat()
+    pre_departure = (now - timedelta(seconds=PRE_DEPARTURE_REFRESH_SECONDS)).isoformat()
+    return (
+        f"select item_id from {table} where kind = 'map' and ("
+        f"(phase = '{Phase.AT_SEA}' and fetched_at <= cast('{at_sea}' as timestamptz)) or "
+        f"(phase = '{Phase.PRE_DEPARTURE}' and fetched_at <= cast('{pre_departure}' as timestamptz)))"
+    )

@@ -5,12 +5,16 @@ Request plan (the service allows 100 requests a minute per account, 100 rows a p
   shipments, their containers, transport events, terminals and ports in one stream. A non-selected
   resource (`shipment_pages`) yields each page once; dlt forks it to the transformers below.
 - Terminals, ports and vessels named by a relationship but never included are fetched by id, once per
-  id ever (the ids already fetched are kept in resource state).
+  id ever.
 - Transport events: when a page did not include them (the real service may ignore the nested include),
-  a container's `/transport_events` is fetched only when its event ids changed since the last run.
+  a container's `/transport_events` is fetched only when its event ids changed since they were recorded.
 - `/tracking_requests` is incremental on `updated_at` (the only endpoint with an updated-since filter),
   re-reading a lag window so rows updated at the boundary are not lost.
 - Maps: see `pipelines.extract.map_schedule`.
+- What was fetched and loaded is kept in the warehouse's `fetch_log` table, not in dlt state (see
+  `pipelines.extract.fetch_log`): a shipment whose bundle (the shipment, its containers, their events)
+  is unchanged since it was loaded is not loaded again, nor is an unchanged reference, party or shipping
+  line, so an unchanged sync writes almost nothing. dlt state keeps the tracking requests' cursor.
 - Per-item requests (a map, a container's events, a terminal, port or vessel by id) that fail after their
   retries are skipped and listed in `sync_issues` (see `pipelines.extract.item_issues`); list pages are not:
   a failed page fails the sync before anything is committed.
@@ -20,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -31,8 +34,10 @@ from dlt.sources import DltResource, DltSource
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.jsonapi import rows_by_type
 from pipelines.errors import FeatureNotEnabledError, NotFoundError
+from pipelines.extract.fetch_log import SyncFetchLog, digest
 from pipelines.extract.item_issues import ItemIssues
-from pipelines.extract.map_schedule import MapSchedule, container_phase
+from pipelines.extract.map_schedule import container_phase
+from pipelines.extract.pages import Page, changed_bundles, owners_of
 from pipelines.geo.features import feature_collections_to_table
 from pipelines.settings import PAGE_SIZE, SOURCE_NAME
 
@@ -131,35 +136,41 @@ def ocean_tracking(
     """
     client = client or OceanTrackingClient()
     issues = ItemIssues(client)
-    fetched_once = _FetchedOnce(client, issues)
+    log = SyncFetchLog(map_refresh_seconds)
+    fetched_once = _FetchedOnce(client, issues, log)
 
     @dlt.resource(selected=False)
-    def shipment_pages() -> Iterator[dict[str, Any]]:
+    def shipment_pages() -> Iterator[Page]:
         params = {"page[size]": PAGE_SIZE, "include": ",".join(SHIPMENT_INCLUDES)}
         for document in client.paginate("/shipments", params=params):
-            page = rows_by_type(document)
+            rows = rows_by_type(document)
+            owners = owners_of(rows)  # before events fetched apart join the page: those are always loaded
+            changed = changed_bundles(rows, owners, log.get())
             # in the page, so the vessels and ports these events name are fetched too
-            page.setdefault("transport_event", []).extend(_events_not_included(page))
-            yield page
+            rows.setdefault("transport_event", []).extend(_events_not_included(rows))
+            yield Page(rows, owners, changed)
 
     def _events_not_included(page: dict[str, list[dict]]) -> list[dict]:
         """Events of containers whose events the page lacks (the live service may ignore the nested
-        include), fetched only when the container's event ids changed since the last run."""
+        include), fetched only when the container's event ids changed since they were last recorded."""
         known = {row["id"] for row in page.get("transport_event", [])}
-        seen_sets = dlt.current.source_state().setdefault("event_ids_by_container", {})
-        rows: list[dict] = []
         containers = page.get("container", [])
         issues.cover_count("transport_events", len(containers))
-        for container in containers:
-            event_ids = sorted(container.get("transport_events_ids") or [])
-            if event_ids and not set(event_ids) <= known and seen_sets.get(container["id"]) != event_ids:
-                path = f"/containers/{container['id']}/transport_events"
-                documents = issues.fetch("transport_events", container["id"], _all_pages, client, path)
+        event_sets = [(c["id"], sorted(c.get("transport_events_ids") or [])) for c in containers]
+        digests = [(container_id, digest(event_ids)) for container_id, event_ids in event_sets]
+        rows: list[dict] = []
+        changed = log.get().changed("transport_events", digests)
+        for (container_id, event_ids), (_, value), is_changed in zip(event_sets, digests, changed, strict=True):
+            if not is_changed:
+                continue
+            if event_ids and not set(event_ids) <= known:
+                path = f"/containers/{container_id}/transport_events"
+                documents = issues.fetch("transport_events", container_id, _all_pages, client, path)
                 if documents is None:
-                    continue  # ids not recorded: the next sync asks again
+                    continue  # not recorded: the next sync asks again
                 for document in documents:
                     rows.extend(rows_by_type(document).get("transport_event", []))
-            seen_sets[container["id"]] = event_ids
+            log.get().record("transport_events", container_id, value)
         return rows
 
     @dlt.transformer(
@@ -168,8 +179,9 @@ def ocean_tracking(
         write_disposition="merge",
         columns=_column_hints("shipments"),
     )
-    def shipments(page: dict[str, list[dict]]) -> Iterator[Any]:
-        yield page.get("shipment", [])
+    def shipments(page: Page) -> Iterator[Any]:
+        yield page.changed_rows("shipment")
+        yield from log.pending()
         yield from issues.pending()
 
     # The API only shows a shipment's latest dates; SCD2 keeps every version across syncs, with
@@ -180,10 +192,11 @@ def ocean_tracking(
         write_disposition={"disposition": "merge", "strategy": "scd2"},
         columns={name: {"data_type": "timestamp", "nullable": True} for name in ETA_HISTORY_COLUMNS},
     )
-    def shipment_eta_history(page: dict[str, list[dict]]) -> Iterator[list[dict]]:
+    def shipment_eta_history(page: Page) -> Iterator[list[dict]]:
+        # only changed shipments: the merge key retires versions of the shipments loaded, not of the rest
         yield [
             {"shipment_id": row["id"], **{name: row.get(name) for name in ETA_HISTORY_COLUMNS}}
-            for row in page.get("shipment", [])
+            for row in page.changed_rows("shipment")
         ]
 
     @dlt.transformer(
@@ -192,8 +205,8 @@ def ocean_tracking(
         write_disposition="merge",
         columns=_column_hints("containers"),
     )
-    def containers(page: dict[str, list[dict]]) -> Iterator[Any]:
-        yield page.get("container", [])
+    def containers(page: Page) -> Iterator[Any]:
+        yield page.changed_rows("container")
         yield from issues.pending()
 
     @dlt.transformer(
@@ -202,45 +215,45 @@ def ocean_tracking(
         write_disposition="merge",
         columns=_column_hints("transport_events"),
     )
-    def transport_events(page: dict[str, list[dict]]) -> Iterator[Any]:
-        yield page.get("transport_event", [])
+    def transport_events(page: Page) -> Iterator[Any]:
+        yield page.changed_rows("transport_event")
+        yield from log.pending()
         yield from issues.pending()
 
     @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge")
-    def terminals(page: dict[str, list[dict]]) -> Iterator[Any]:
-        included = page.get("terminal", [])
-        fetched_once.mark_seen("terminal", (row["id"] for row in included))
-        yield included
-        wanted = _related_ids(page, {"container": ("pod_terminal_id", "pickup_facility_id")})
+    def terminals(page: Page) -> Iterator[Any]:
+        yield list(log.get().changed_rows("terminal", page.rows.get("terminal", [])))
+        wanted = _related_ids(page.rows, {"container": ("pod_terminal_id", "pickup_facility_id")})
         wanted |= _related_ids(
-            page,
+            page.rows,
             {"shipment": ("pod_terminal_id", "destination_terminal_id"), "transport_event": ("terminal_id",)},
         )
         yield fetched_once.fetch("terminal", "/terminals/{}", wanted)
+        yield from log.pending()
         yield from issues.pending()
 
     @dlt.transformer(
         data_from=shipment_pages, primary_key="id", write_disposition="merge", columns=_column_hints("ports")
     )
-    def ports(page: dict[str, list[dict]]) -> Iterator[Any]:
-        included = page.get("port", [])
-        fetched_once.mark_seen("port", (row["id"] for row in included))
-        yield _coerce_floats("ports", included)
+    def ports(page: Page) -> Iterator[Any]:
+        yield list(log.get().changed_rows("port", _coerce_floats("ports", page.rows.get("port", []))))
         wanted = _related_ids(
-            page,
+            page.rows,
             {
                 "shipment": ("port_of_lading_id", "port_of_discharge_id", "destination_id"),
                 "terminal": ("port_id",),
                 "transport_event": ("location_id",),
             },
         )
-        yield _coerce_floats("ports", fetched_once.fetch("port", "/ports/{}", wanted))
+        yield fetched_once.fetch("port", "/ports/{}", wanted)
+        yield from log.pending()
         yield from issues.pending()
 
     @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge")
-    def vessels(page: dict[str, list[dict]]) -> Iterator[Any]:
-        wanted = _related_ids(page, {"transport_event": ("vessel_id",)})
-        yield _coerce_floats("vessels", fetched_once.fetch("vessel", "/vessels/{}", wanted))
+    def vessels(page: Page) -> Iterator[Any]:
+        wanted = _related_ids(page.rows, {"transport_event": ("vessel_id",)})
+        yield fetched_once.fetch("vessel", "/vessels/{}", wanted)
+        yield from log.pending()
         yield from issues.pending()
 
     # A map is a snapshot: on DuckDB (delete-insert) the merge key swaps all of a container's features at
@@ -251,33 +264,35 @@ def ocean_tracking(
         merge_key="container_id",
         write_disposition="merge",
     )
-    def map_features(page: dict[str, list[dict]]) -> Iterator[Any]:
+    def map_features(page: Page) -> Iterator[Any]:
         if not include_maps or fetched_once.maps_disabled:
             yield from issues.pending()
             return
-        state = dlt.current.resource_state().setdefault("schedule", {})
-        schedule = MapSchedule(state, refresh_seconds=map_refresh_seconds)
-        shipments_by_id = {row["id"]: row for row in page.get("shipment", [])}
+        shipments_by_id = {row["id"]: row for row in page.rows.get("shipment", [])}
+        containers = page.rows.get("container", [])
+        phases = [
+            (container["id"], str(container_phase(container, shipments_by_id.get(container.get("shipment_id")))))
+            for container in containers
+        ]
+        due = set(log.get().map_due(phases))
         collected: list[tuple[str, dict[str, Any]]] = []
-        containers = page.get("container", [])
         issues.cover_count("map_features", len(containers))
-        for container in containers:
-            phase = container_phase(container, shipments_by_id.get(container.get("shipment_id")))
-            now = time.time()
-            if not schedule.is_due(container["id"], phase, now):
+        for container_id, phase in phases:
+            if container_id not in due:
                 continue
-            path = f"/containers/{container['id']}/map_geojson"
+            path = f"/containers/{container_id}/map_geojson"
             try:
-                collection = issues.fetch("map_features", container["id"], client.get, path)
+                collection = issues.fetch("map_features", container_id, client.get, path)
             except FeatureNotEnabledError as error:
                 fetched_once.disable_maps(error)
                 break
             if collection is None:
-                continue  # not recorded in the schedule: due again next sync
-            collected.append((container["id"], collection))
-            schedule.record(container["id"], phase, now)
+                continue  # not recorded: due again next sync
+            collected.append((container_id, collection))
+            log.get().record_map(container_id, phase, datetime.now(UTC))
         if collected:
             yield feature_collections_to_table(collected)
+        yield from log.pending()
         yield from issues.pending()
 
     @dlt.resource(primary_key="id", write_disposition="merge", columns=_column_hints("tracking_requests"))
@@ -287,18 +302,22 @@ def ocean_tracking(
         ),
     ) -> Iterator[list[dict]]:
         params = {"page[size]": PAGE_SIZE, "filter[updated_at][start]": updated_at.start_value}
+        # Not filtered through the fetch log: the cursor must see every row, and an unchanged sync re-reads
+        # only the lag window's few rows. (An item for another table here breaks dlt's cursor.)
         for document in client.paginate("/tracking_requests", params=params):
             yield rows_by_type(document).get("tracking_request", [])
 
     @dlt.resource(primary_key="id", write_disposition="merge")
     def parties() -> Iterator[list[dict]]:
         for document in client.paginate("/parties", params={"page[size]": PAGE_SIZE}):
-            yield rows_by_type(document).get("party", [])
+            yield list(log.get().changed_rows("party", rows_by_type(document).get("party", [])))
+            yield from log.pending()
 
     @dlt.resource(primary_key="id", write_disposition="merge", columns=_column_hints("shipping_lines"))
     def shipping_lines() -> Iterator[list[dict]]:
         for document in client.paginate("/shipping_lines", params={"page[size]": PAGE_SIZE}):
-            yield rows_by_type(document).get("shipping_line", [])
+            yield list(log.get().changed_rows("shipping_line", rows_by_type(document).get("shipping_line", [])))
+            yield from log.pending()
 
     return (
         shipment_pages,
@@ -353,37 +372,35 @@ def _related_ids(page: dict[str, list[dict]], columns_by_type: dict[str, tuple[s
 
 
 class _FetchedOnce:
-    """Fetches reference resources by id at most once per id, across runs (ids kept in source state)."""
+    """Fetches reference resources by id at most once per id, across runs (the ids known are in the
+    fetch log: loaded before, included by a page, or gone)."""
 
-    def __init__(self, client: OceanTrackingClient, issues: ItemIssues) -> None:
+    def __init__(self, client: OceanTrackingClient, issues: ItemIssues, log: SyncFetchLog) -> None:
         self._client = client
         self._issues = issues
+        self._log = log
         self.maps_disabled = False
 
-    def _seen(self, type_: str) -> set[str]:
-        state = dlt.current.source_state().setdefault("fetched_ids", {})
-        return _StateSet(state, type_)
-
-    def mark_seen(self, type_: str, ids: Iterable[str]) -> None:
-        """Record ids that arrived in an `included` array so they are never fetched by id."""
-        self._seen(type_).update(ids)
-
     def fetch(self, type_: str, path_template: str, ids: set[str]) -> list[dict]:
-        """Fetch each id not seen before. A JSON:API 404 is logged and the id never asked again (the
+        """Fetch each id the log does not know. A JSON:API 404 is logged and the id never asked again (the
         reference is gone); any other failure is a sync issue, and the id is asked again next sync."""
         resource = f"{type_}s"
         self._issues.cover(resource, ids)
-        seen = self._seen(type_)
+        log = self._log.get()
         rows = []
-        for id_ in sorted(ids - set(seen)):
+        for id_ in log.unknown(type_, ids):
             document = self._issues.fetch(resource, id_, self._get_unless_gone, path_template.format(id_))
             if document is None:
                 continue
-            if document is not _GONE:
-                rows.extend(rows_by_type(document).get(type_, []))
-            else:
+            if document is _GONE:
                 logger.warning("%s %s is referenced but not found; skipped", type_, id_)
-            seen.add(id_)
+                log.record(type_, id_)
+                continue
+            for row in _coerce_floats(resource, rows_by_type(document).get(type_, [])):
+                log.record(type_, row["id"], digest(row))
+                rows.append(row)
+            if not any(row["id"] == id_ for row in rows):
+                log.record(type_, id_)  # answered without the row asked for: not asked again either
         return rows
 
     def _get_unless_gone(self, path: str) -> dict[str, Any] | object:
@@ -404,23 +421,3 @@ class _FetchedOnce:
 
 
 _GONE = object()
-
-
-class _StateSet:
-    """A set stored as a sorted-free list inside dlt state (state must stay JSON-serialisable)."""
-
-    def __init__(self, state: dict[str, list[str]], key: str) -> None:
-        self._list = state.setdefault(key, [])
-        self._set = set(self._list)
-
-    def __iter__(self):
-        return iter(self._set)
-
-    def add(self, value: str) -> None:
-        if value not in self._set:
-            self._set.add(value)
-            self._list.append(value)
-
-    def update(self, values: Iterable[str]) -> None:
-        for value in values:
-            self.add(value)

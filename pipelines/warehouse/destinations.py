@@ -110,7 +110,8 @@ def target_fingerprint(target: Target) -> str:
 
 
 def make_pipeline(target: Target, pipelines_dir: str | Path | None = None) -> dlt.Pipeline:
-    """A dlt pipeline for the target. Arrow tables (map features) get `_dlt_load_id` like dict rows.
+    """A dlt pipeline for the target. Arrow tables (map features) get `_dlt_load_id` like dict rows, and a
+    loaded package's data files are deleted (`LOAD__DELETE_COMPLETED_JOBS`, unless set otherwise).
 
     Each target gets its own working folder under `pipelines_dir` (when None: $OCEAN_TRACKING_PIPELINES_DIR,
     else dlt's default folder): the
@@ -119,6 +120,8 @@ def make_pipeline(target: Target, pipelines_dir: str | Path | None = None) -> dl
     the state from the destination by that name."""
     os.environ.setdefault("NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_LOAD_ID", "true")
     os.environ.setdefault("RUNTIME__DLTHUB_TELEMETRY", "false")
+    # a loaded package keeps its schema and state (small), not its data files: the disk stays flat
+    os.environ.setdefault("LOAD__DELETE_COMPLETED_JOBS", "true")
     base = Path(pipelines_dir) if pipelines_dir else settings.pipelines_dir(default=Path(get_dlt_pipelines_dir()))
     return dlt.pipeline(
         pipeline_name=PIPELINE_NAME,
