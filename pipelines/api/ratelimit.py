@@ -95,6 +95,9 @@ class SlidingWindowLimiter:
         try:
             self._conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
             self._conn.execute("PRAGMA journal_mode=WAL")
+            # No fsync per commit (WAL keeps the file consistent; a power cut may forget the last few
+            # requests, which only costs a 429): 0.38 → 0.06 ms a request, `bench/hot_path.py`.
+            self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS request_log (key TEXT NOT NULL, bucket TEXT NOT NULL, ts REAL NOT NULL)"
             )
