@@ -10,6 +10,12 @@ Where the files go: `<data_dir>/map_features.parquet`, `<data_dir>/maps/routes/<
 `<data_dir>/maps/overview.png`. `data_dir` is run config (`MapsConfig.data_dir`), else the environment
 variable OCEAN_TRACKING_DATA_DIR, else `data`.
 
+Each file is redone only when what it shows changed, so a schedule that syncs often mostly finds nothing
+to do: the GeoParquet and the overview record the state of `map_features` they were made from (the
+newest load id and the row count), the route maps the load id of each container's map (a refreshed map
+is swapped in under a new one) in `maps/routes/manifest.json`. Every file is written beside its place
+and renamed into it, so a reader never sees half of one.
+
 geopandas, pyarrow and matplotlib (through `pipelines.geo`) are imported inside the asset bodies: they
 cost about a second, and loading the code location must cost little more than Dagster's own import
 (every run and the daemon load it).
@@ -17,14 +23,20 @@ cost about a second, and loading the code location must cost little more than Da
 
 import base64
 import io
+import json
+import os
 import re
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
+import duckdb
 from pydantic import Field
 
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
+from pipelines.geo.geoparquet import export_map_features_geoparquet, map_features_state
 from pipelines.settings import DATASET_NAME, GEOPARQUET_FILE_NAME, MAPS_DIR_NAME, data_dir
 from pipelines.warehouse.tables import table_exists
 
@@ -51,33 +63,74 @@ class MapsConfig(dg.Config):
 
 # ---- reading the warehouse ---------------------------------------------------------------------------
 
+# What the overview draws: reading only these keeps every other property column out of memory.
+OVERVIEW_COLUMNS = ("container_id", "feature_index", "feature_type", "geometry", "geometry_split")
 
-def read_map_features(warehouse: Warehouse, in_transit_only: bool = False) -> "gpd.GeoDataFrame | None":
+
+def read_map_features(
+    warehouse: Warehouse, in_transit_only: bool = False, columns: "Sequence[str] | None" = None
+) -> "gpd.GeoDataFrame | None":
     """The map features (geometry: the antimeridian-split variant) joined to their container's number;
-    None when no map was loaded. `in_transit_only`: only containers that have a current_vessel feature."""
-    schema = warehouse.dataset_name
-    # A plain read-only connection, names qualified: `Warehouse.connect(read_only=True)` sets a search path
-    # that includes the analytics schema, which fails on a warehouse whose models have not run yet.
+    None when no map was loaded. `in_transit_only`: only containers that have a current_vessel feature;
+    `columns`: only those columns of `map_features` (default every column but dlt's)."""
     with warehouse.connect(read_only=True) as con:
-        if not table_exists(con, schema, "map_features"):
-            return None
-        has_containers = table_exists(con, schema, "containers")
-        number = "c.number as container_number" if has_containers else "null::varchar as container_number"
-        join = f"left join {schema}.containers c on c.id = f.container_id" if has_containers else ""
-        where = (
-            f"where f.container_id in (select container_id from {schema}.map_features "
-            "where feature_type = 'current_vessel')"
-            if in_transit_only
-            else ""
+        return map_features_in(con, warehouse.dataset_name, in_transit_only=in_transit_only, columns=columns)
+
+
+def map_features_in(
+    con: duckdb.DuckDBPyConnection,
+    schema: str,
+    *,
+    in_transit_only: bool = False,
+    container_ids: "Sequence[str] | None" = None,
+    columns: "Sequence[str] | None" = None,
+) -> "gpd.GeoDataFrame | None":
+    """`read_map_features` on an open session, also for only `container_ids`: a render reads what it
+    draws and no more, and a batched render pays the session's first catalog lookup once."""
+    if not table_exists(con, schema, "map_features"):
+        return None
+    has_containers = table_exists(con, schema, "containers")
+    number = "c.number as container_number" if has_containers else "null::varchar as container_number"
+    join = f"left join {schema}.containers c on c.id = f.container_id" if has_containers else ""
+    conditions, parameters = [], []
+    if in_transit_only:
+        conditions.append(
+            f"f.container_id in (select container_id from {schema}.map_features where feature_type = 'current_vessel')"
         )
-        table = con.execute(
-            f"select f.*, {number} "
-            f"from (select columns(x -> not starts_with(x, '_dlt_')) from {schema}.map_features) f {join} {where} "
-            "order by f.container_id, f.feature_index"
-        ).to_arrow_table()
+    if container_ids is not None:
+        conditions.append("f.container_id in (select unnest(?::varchar[]))")
+        parameters.append(list(container_ids))
+    where = f"where {' and '.join(conditions)}" if conditions else ""
+    selected = ", ".join(columns) if columns else "columns(x -> not starts_with(x, '_dlt_'))"
+    table = con.execute(
+        f"select f.*, {number} "
+        f"from (select {selected} from {schema}.map_features) f {join} {where} "
+        "order by f.container_id, f.feature_index",
+        parameters,
+    ).to_arrow_table()
     from pipelines.geo.render import features_frame  # matplotlib and geopandas: see the module docstring
 
     return features_frame(table)
+
+
+def containers_at_sea(warehouse: Warehouse) -> dict[str, tuple[Any, str]]:
+    """Container id -> (its number, the load id of its map) for every container whose map has a
+    current_vessel feature: which route maps should exist, and which state of each map they show (a map
+    refresh swaps a container's rows under a new load id)."""
+    schema = warehouse.dataset_name
+    query = (
+        "select f.container_id, {number}, max(f._dlt_load_id) from {schema}.map_features f {join} "
+        "group by f.container_id having bool_or(f.feature_type = 'current_vessel') order by f.container_id"
+    )
+    join = f"left join {schema}.containers c on c.id = f.container_id"
+    with warehouse.connect(read_only=True) as con:
+        try:  # the tables, not the catalog, are asked (see `map_features_state`): this runs on every run
+            rows = con.execute(query.format(number="any_value(c.number)", schema=schema, join=join)).fetchall()
+        except duckdb.CatalogException:  # a table not loaded yet
+            if not table_exists(con, schema, "map_features"):
+                return {}
+            rows = con.execute(query.format(number="null::varchar", schema=schema, join="")).fetchall()
+    return {container_id: (number, load_id) for container_id, number, load_id in rows}
 
 
 # ---- helpers -----------------------------------------------------------------------------------------
@@ -87,6 +140,34 @@ def _file_stem(number: Any, container_id: str) -> str:
     """A safe file name for the container: its number, else its id."""
     text = str(number) if number else str(container_id)
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or str(container_id)
+
+
+def route_files(at_sea: dict[str, tuple[Any, str]]) -> dict[str, str]:
+    """Container id -> the file name of its route map: its number made safe, and where two containers
+    at sea share a number (the same number on two shipments) the id's first 8 characters too, keeping
+    both maps apart."""
+    stems = {container_id: _file_stem(number, container_id) for container_id, (number, _) in at_sea.items()}
+    shared = Counter(stems.values())
+    return {
+        container_id: f"{stem}_{str(container_id)[:8]}.png" if shared[stem] > 1 else f"{stem}.png"
+        for container_id, stem in stems.items()
+    }
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A small JSON record of what was rendered; empty when missing or unreadable (all is then redrawn)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
+    """Write the record whole or not at all (a temporary file renamed over it)."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(partial, path)
 
 
 def route_title(features: "gpd.GeoDataFrame", number: str) -> str:
@@ -127,33 +208,41 @@ MAPS_ASSET = {"key_prefix": KEY_PREFIX, "group_name": MAPS_GROUP, "deps": RAW_DE
 @dg.asset(
     **MAPS_ASSET,
     kinds={"ducklake", "parquet"},
-    description="Every loaded map feature as GeoParquet (EPSG:4326) for GIS tools: `<data_dir>/map_features.parquet`.",
+    description=(
+        "Every loaded map feature as GeoParquet (EPSG:4326) for GIS tools: `<data_dir>/map_features.parquet`. "
+        "Rewritten only when `map_features` changed since the file was written."
+    ),
 )
 def map_features_geoparquet(
     context: dg.AssetExecutionContext, config: MapsConfig, warehouse: Warehouse
 ) -> dg.MaterializeResult:
-    import pyarrow.parquet as pq
-
-    from pipelines.geo.geoparquet import export_map_features_geoparquet
-
     out_path = config.base_dir() / GEOPARQUET_FILE_NAME
-    written = export_map_features_geoparquet(warehouse.store(), out_path, dataset_name=warehouse.dataset_name)
-    if written is None:
+    export = export_map_features_geoparquet(warehouse.store(), out_path, dataset_name=warehouse.dataset_name)
+    if export is None:
         context.log.info("no map features loaded yet: nothing written")
         return dg.MaterializeResult(
             metadata={"path": dg.MetadataValue.path(str(out_path)), "rows": 0, "bytes": 0}
         )
-    rows = pq.read_metadata(written).num_rows
-    size = written.stat().st_size
-    context.log.info("wrote %s: %d rows, %d bytes", written, rows, size)
+    size = export.path.stat().st_size
+    if export.written:
+        context.log.info("wrote %s: %d rows, %d bytes", export.path, export.rows, size)
+    else:
+        context.log.info("no map changed since %s was written: left as it was", export.path)
     return dg.MaterializeResult(
         metadata={
-            "path": dg.MetadataValue.path(str(written)),
-            "rows": dg.MetadataValue.int(rows),
+            "path": dg.MetadataValue.path(str(export.path)),
+            "rows": dg.MetadataValue.int(export.rows),
             "bytes": dg.MetadataValue.int(size),
-            "dagster/row_count": dg.MetadataValue.int(rows),
+            "skipped_unchanged": dg.MetadataValue.bool(not export.written),
+            "dagster/row_count": dg.MetadataValue.int(export.rows),
         }
     )
+
+
+ROUTES_MANIFEST = "manifest.json"  # in the routes folder: which map state each PNG shows
+# Recorded with every drawn map: raise it when the drawing changes (pipelines.geo.render) to redraw them all.
+DRAWING_VERSION = 1
+RENDER_BATCH = 200  # containers read and drawn at a time: memory follows a batch, not the fleet
 
 
 @dg.asset(
@@ -161,81 +250,152 @@ def map_features_geoparquet(
     kinds={"ducklake", "matplotlib"},
     description=(
         "One PNG route map per container at sea (a container whose map has a current_vessel feature): "
-        "`<data_dir>/maps/routes/<container number>.png`. Maps of containers no longer at sea are removed."
+        "`<data_dir>/maps/routes/<container number>.png`. Only maps whose rows changed since they were drawn "
+        "are redrawn (`manifest.json` in the folder records what each shows); maps of containers no longer "
+        "at sea are removed."
     ),
 )
 def route_maps(
     context: dg.AssetExecutionContext, config: MapsConfig, warehouse: Warehouse
 ) -> dg.MaterializeResult:
-    from pipelines.geo.land import load_land
-    from pipelines.geo.render import render_container_route
-
     folder = config.base_dir() / MAPS_DIR_NAME / "routes"
     folder.mkdir(parents=True, exist_ok=True)
-    features = read_map_features(warehouse, in_transit_only=True)
-    for stale in sorted(folder.glob("*.png")):
-        stale.unlink()
-    written: list[Path] = []
-    wide = 0
-    if features is not None and len(features):
-        land = load_land()
-        groups = features.groupby("container_id", sort=True)
-        numbers = {cid: rows["container_number"].iloc[0] for cid, rows in groups}
-        stems: dict[str, int] = {}
-        for stem in (_file_stem(numbers[cid], cid) for cid in numbers):
-            stems[stem] = stems.get(stem, 0) + 1
-        for container_id, rows in groups:
-            number = numbers[container_id]
-            stem = _file_stem(number, container_id)
-            if stems[stem] > 1:  # the same number on two shipments: keep both maps apart
-                stem = f"{stem}_{str(container_id)[:8]}"
-            result = render_container_route(
-                rows, land, folder / f"{stem}.png", route_title(rows, str(number or container_id))
-            )
-            wide += result.lon_span > 180
-            written.append(result.path)
-    context.log.info("wrote %d route maps to %s", len(written), folder)
-    metadata: dict[str, Any] = {
-        "count": dg.MetadataValue.int(len(written)),
-        "folder": dg.MetadataValue.path(str(folder)),
-        "maps_wider_than_180_degrees": dg.MetadataValue.int(int(wide)),
+    at_sea = containers_at_sea(warehouse)
+    files = route_files(at_sea)
+    manifest_path = folder / ROUTES_MANIFEST
+    manifest = read_json(manifest_path)
+    before = manifest.get("containers") if manifest.get("version") == DRAWING_VERSION else None
+    before = before if isinstance(before, dict) else {}
+    drawn = {
+        container_id: entry
+        for container_id, entry in before.items()
+        if container_id in files
+        and isinstance(entry, dict)
+        and entry.get("file") == files[container_id]
+        and entry.get("load_id") == at_sea[container_id][1]
+        and (folder / files[container_id]).is_file()
     }
-    if written:
-        first = sorted(written)[0]
+    removed = 0
+    wanted = set(files.values())
+    for path in sorted(folder.glob("*.png")):
+        if path.name not in wanted:
+            path.unlink()
+            removed += 1
+    kept = len(drawn)
+    due = [container_id for container_id in sorted(files) if container_id not in drawn]
+    if due:
+        _draw_routes(warehouse, folder, due, at_sea, files, drawn, manifest_path)
+    if drawn != before or manifest.get("version") != DRAWING_VERSION:
+        write_json_atomically(manifest_path, {"version": DRAWING_VERSION, "containers": drawn})
+    rendered = len(drawn) - kept
+    context.log.info("drew %d route maps, kept %d, removed %d, in %s", rendered, kept, removed, folder)
+    metadata: dict[str, Any] = {
+        "count": dg.MetadataValue.int(len(drawn)),
+        "rendered": dg.MetadataValue.int(rendered),
+        "unchanged": dg.MetadataValue.int(kept),
+        "removed": dg.MetadataValue.int(removed),
+        "skipped_unchanged": dg.MetadataValue.bool(not rendered and not removed),
+        "folder": dg.MetadataValue.path(str(folder)),
+        "maps_wider_than_180_degrees": dg.MetadataValue.int(sum(bool(e.get("wide")) for e in drawn.values())),
+    }
+    if drawn:
+        first = folder / min(entry["file"] for entry in drawn.values())
         metadata["preview_file"] = dg.MetadataValue.path(str(first))
         metadata["preview"] = dg.MetadataValue.md(png_preview_md(first, alt=first.stem))
     return dg.MaterializeResult(metadata=metadata)
 
 
+def _draw_routes(
+    warehouse: Warehouse,
+    folder: Path,
+    due: list[str],
+    at_sea: dict[str, tuple[Any, str]],
+    files: dict[str, str],
+    drawn: dict[str, dict[str, Any]],
+    manifest_path: Path,
+) -> None:
+    """Draw the due containers' maps a batch at a time (each PNG written whole, then renamed into place),
+    recording each in `drawn` and the manifest after every batch, so a stopped run keeps what it drew."""
+    from pipelines.geo.land import load_land
+    from pipelines.geo.render import render_container_route
+
+    land = load_land()
+    with warehouse.connect(read_only=True) as con:
+        for start in range(0, len(due), RENDER_BATCH):
+            batch = due[start : start + RENDER_BATCH]
+            features = map_features_in(con, warehouse.dataset_name, container_ids=batch)
+            if features is None:  # the table went away since the containers were listed
+                return
+            for container_id, rows in features.groupby("container_id", sort=True):
+                number, load_id = at_sea[container_id]
+                final = folder / files[container_id]
+                partial = folder / f".{final.stem}.partial.png"  # a leftover is removed by the next run
+                title = route_title(rows, str(number or container_id))
+                result = render_container_route(rows, land, partial, title)
+                os.replace(partial, final)
+                drawn[container_id] = {"file": final.name, "load_id": load_id, "wide": result.lon_span > 180}
+            write_json_atomically(manifest_path, {"version": DRAWING_VERSION, "containers": drawn})
+
+
+OVERVIEW_RECORD = "overview.json"  # beside the overview: the map_features state it shows, and its figures
+
+
 @dg.asset(
     **MAPS_ASSET,
     kinds={"ducklake", "matplotlib"},
-    description="Every route (thin lines) and every vessel at sea on one map: `<data_dir>/maps/overview.png`.",
+    description=(
+        "Every route (thin lines) and every vessel at sea on one map: `<data_dir>/maps/overview.png`. "
+        "Redrawn only when `map_features` changed since it was drawn."
+    ),
 )
 def routes_overview(
     context: dg.AssetExecutionContext, config: MapsConfig, warehouse: Warehouse
 ) -> dg.MaterializeResult:
+    out_path = config.base_dir() / MAPS_DIR_NAME / "overview.png"
+    record_path = out_path.with_name(OVERVIEW_RECORD)
+    with warehouse.connect(read_only=True) as con:
+        state = map_features_state(con, warehouse.dataset_name) or "no map features"
+    record = read_json(record_path)
+    skipped = record.get("state") == state and record.get("version") == DRAWING_VERSION and out_path.is_file()
+    if skipped:
+        context.log.info("no map changed since %s was drawn: left as it was", out_path)
+    else:
+        record = _draw_overview(out_path, warehouse, state)
+        write_json_atomically(record_path, record)
+        context.log.info("wrote %s (%d containers)", out_path, record["containers"])
+    return dg.MaterializeResult(
+        metadata={
+            "path": dg.MetadataValue.path(str(out_path)),
+            "skipped_unchanged": dg.MetadataValue.bool(skipped),
+            "containers": dg.MetadataValue.int(int(record.get("containers", 0))),
+            "vessels_at_sea": dg.MetadataValue.int(int(record.get("vessels_at_sea", 0))),
+            "central_longitude": dg.MetadataValue.float(float(record.get("central_longitude", 0.0))),
+            "preview": dg.MetadataValue.md(png_preview_md(out_path, width=720, alt="overview")),
+        }
+    )
+
+
+def _draw_overview(out_path: Path, warehouse: Warehouse, state: str) -> dict[str, Any]:
+    """Draw the overview from the columns it shows (written whole, then renamed into place) and return
+    its record: the table state drawn and the figures the asset reports."""
     import geopandas as gpd
 
     from pipelines.geo.land import load_land
     from pipelines.geo.render import render_overview
 
-    out_path = config.base_dir() / MAPS_DIR_NAME / "overview.png"
-    features = read_map_features(warehouse)
+    features = read_map_features(warehouse, columns=OVERVIEW_COLUMNS)
     if features is None:
         features = gpd.GeoDataFrame({"feature_type": [], "container_id": []}, geometry=[], crs="EPSG:4326")
-    result = render_overview(features, load_land(), out_path)
-    containers = int(features["container_id"].nunique()) if len(features) else 0
-    context.log.info("wrote %s (%d containers)", out_path, containers)
-    return dg.MaterializeResult(
-        metadata={
-            "path": dg.MetadataValue.path(str(result.path)),
-            "containers": dg.MetadataValue.int(containers),
-            "vessels_at_sea": dg.MetadataValue.int(int((features["feature_type"] == "current_vessel").sum())),
-            "central_longitude": dg.MetadataValue.float(round(result.central_longitude, 3)),
-            "preview": dg.MetadataValue.md(png_preview_md(result.path, width=720, alt="overview")),
-        }
-    )
+    partial = out_path.with_name(f".{out_path.name}.partial.png")
+    result = render_overview(features, load_land(), partial)
+    os.replace(partial, out_path)
+    return {
+        "version": DRAWING_VERSION,
+        "state": state,
+        "containers": int(features["container_id"].nunique()) if len(features) else 0,
+        "vessels_at_sea": int((features["feature_type"] == "current_vessel").sum()),
+        "central_longitude": round(result.central_longitude, 3),
+    }
 
 
 map_assets: list = [map_features_geoparquet, route_maps, routes_overview]

@@ -93,9 +93,10 @@ def run_sync(args: argparse.Namespace) -> int:
         result = sync_account(client, target, include_maps=not args.no_maps, models=not args.no_models)
     print_summary(target, result, time.monotonic() - started)
     if target.store is not None and not args.no_maps:
-        written = export_map_features_geoparquet(target.store, args.geoparquet, target.dataset_name)
-        if written:
-            console.print(f"GeoParquet of the map features: {written}")
+        export = export_map_features_geoparquet(target.store, args.geoparquet, target.dataset_name)
+        if export:
+            unchanged = "" if export.written else " (no map changed: left as it was)"
+            console.print(f"GeoParquet of the map features: {export.path}{unchanged}")
     raise_if_excessive(result.loaded.issues)
     if warning := result.loaded.issues.warning():
         errors.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)

@@ -19,7 +19,6 @@ import json
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from itertools import chain
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -429,16 +428,3 @@ def _features_of(container_id: Any, collection: Any) -> list[Any]:
         raise MalformedResponseError(f"{where}: features is {type(features).__name__}, not an array")
     return features
 
-
-def write_geoparquet(table: pa.Table, path: str | Path, geometry: str = "geometry") -> Path:
-    """Write the table as GeoParquet (EPSG:4326) via geopandas; both WKB columns become geometry columns."""
-    import geopandas as gpd
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    wkb_columns = ["geometry", "geometry_split"]
-    frame = table.drop_columns(wkb_columns).to_pandas()
-    for name in wkb_columns:
-        frame[name] = gpd.GeoSeries.from_wkb(table.column(name).to_pylist(), crs="EPSG:4326")
-    gpd.GeoDataFrame(frame, geometry=geometry, crs="EPSG:4326").to_parquet(path)
-    return path

@@ -3,6 +3,7 @@ renderer's antimeridian handling, land outline and determinism."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 import shapely
 
-from assets.maps import map_assets, read_map_features
+from assets.maps import containers_at_sea, map_assets, read_map_features, route_files
 from assets.resources import Warehouse
 from pipelines.geo.frame import central_longitude, lines_in_frame, wrap_to_frame
 from pipelines.geo.land import LAND_PATH, load_land
@@ -23,6 +24,7 @@ from pipelines.geo.render import (
     ROUTE_FIGSIZE,
     render_container_route,
 )
+from pipelines.warehouse.backup import backup_lake, restore_lake
 from tests.assets.conftest import warehouse_resource
 from tests.conftest import lake_in
 from tests.e2e.conftest import sync_once
@@ -127,6 +129,87 @@ def test_overview_written_and_not_blank(materialized):
     meta = _metadata(result, "routes_overview")
     assert meta["path"] == str(path)
     assert "data:image/png;base64," in meta["preview"]
+
+
+def _files(folder: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file under the folder: modification time (ns) and bytes."""
+    return {
+        str(path.relative_to(folder)): (path.stat().st_mtime_ns, path.read_bytes())
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_a_second_run_with_no_change_rewrites_nothing(synced, materialized):
+    _, data_dir = materialized
+    before = _files(data_dir)
+
+    result = _materialize(synced, data_dir)
+
+    assert result.success
+    assert _files(data_dir) == before
+    assert _metadata(result, "map_features_geoparquet")["skipped_unchanged"] is True
+    routes = _metadata(result, "route_maps")
+    assert routes["skipped_unchanged"] is True
+    assert routes["rendered"] == routes["removed"] == 0
+    assert routes["count"] == routes["unchanged"] == len(list((data_dir / "maps" / "routes").glob("*.png")))
+    overview = _metadata(result, "routes_overview")
+    assert overview["skipped_unchanged"] is True
+    assert overview["containers"] == _metadata(materialized[0], "routes_overview")["containers"]
+
+
+@pytest.fixture
+def changed_copy(synced, materialized, tmp_path) -> tuple[Warehouse, Path, dict[str, str]]:
+    """A copy of the synced lake (backup and restore) in which one container at sea had its map refreshed
+    (its rows swapped under a new load id, as dlt's merge does) and another's map went away, with a copy of
+    the files the first run made from the original."""
+    copy_dir = tmp_path / "copy"
+    backup_lake(synced.store(), tmp_path / "backup", journal=tmp_path / "no-journal.sqlite")
+    restore_lake(tmp_path / "backup", lake_in(copy_dir), journal=copy_dir / "no-journal.sqlite")
+    store = lake_in(copy_dir)
+    refreshed, gone, lost = sorted(containers_at_sea(synced))[:3]
+    with store.writing(), store.connect() as con:
+        con.execute(
+            "insert into ocean_tracking.map_features select * replace ('9999999999.000001' as _dlt_load_id) "
+            "from ocean_tracking.map_features where container_id = ?",
+            [refreshed],
+        )
+        con.execute(
+            "delete from ocean_tracking.map_features where container_id = ? and _dlt_load_id <> '9999999999.000001'",
+            [refreshed],
+        )
+        con.execute("delete from ocean_tracking.map_features where container_id = ?", [gone])
+    out = tmp_path / "out"
+    shutil.copytree(materialized[1], out)  # copy2: modification times kept
+    files = route_files(containers_at_sea(synced))
+    (out / "maps" / "routes" / files[lost]).unlink()  # a map the manifest lists, deleted by hand
+    return warehouse_resource(copy_dir), out, {"refreshed": files[refreshed], "gone": files[gone], "lost": files[lost]}
+
+
+def test_only_changed_maps_are_redrawn_and_gone_ones_removed(changed_copy):
+    warehouse, out, names = changed_copy
+    routes = out / "maps" / "routes"
+    before = _files(out)
+
+    result = _materialize(warehouse, out)
+
+    assert result.success
+    after = _files(out)
+    redrawn = {name for name in before.keys() & after.keys() if before[name][0] != after[name][0]}
+    assert redrawn == {
+        "map_features.parquet", "maps/overview.png", "maps/overview.json", "maps/routes/manifest.json",
+        f"maps/routes/{names['refreshed']}",
+    }  # fmt: skip
+    assert set(before) - set(after) == {f"maps/routes/{names['gone']}"}
+    assert set(after) - set(before) == {f"maps/routes/{names['lost']}"}
+    meta = _metadata(result, "route_maps")
+    assert (meta["rendered"], meta["removed"], meta["skipped_unchanged"]) == (2, 1, False)
+    assert meta["count"] == len(list(routes.glob("*.png"))) == meta["unchanged"] + 2
+    assert _metadata(result, "routes_overview")["skipped_unchanged"] is False
+    geoparquet = _metadata(result, "map_features_geoparquet")
+    assert geoparquet["skipped_unchanged"] is False
+    [(rows,)] = _rows(warehouse, "select count(*) from ocean_tracking.map_features")
+    assert geoparquet["rows"] == rows == len(gpd.read_parquet(out / "map_features.parquet"))
 
 
 def test_trans_pacific_route_is_drawn_continuous_not_across_the_world(synced, tmp_path):

@@ -1,4 +1,4 @@
-"""GeoJSON route maps → Arrow: typed columns, WKB, antimeridian split, tolerance, GeoParquet."""
+"""GeoJSON route maps → Arrow: typed columns, WKB, antimeridian split, tolerance."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from pipelines.geo.features import (
     SCHEMA,
     feature_collections_to_table,
     split_antimeridian,
-    write_geoparquet,
 )
 
 
@@ -125,18 +124,6 @@ def test_longitudes_beyond_180_are_wrapped_in_the_split_variant():
     split = shapely.from_wkb(row["geometry_split"])
     assert split.geom_type == "MultiLineString"
     assert split.geoms[1].coords[-1] == (-170, 2)
-
-
-def test_geoparquet_round_trip(tmp_path):
-    import geopandas as gpd
-
-    table = feature_collections_to_table([("c1", fc(PORT, VESSEL, PAST, feature(None, feature_type="port")))])
-    path = write_geoparquet(table, tmp_path / "maps" / "route.parquet")
-    frame = gpd.read_parquet(path)
-    assert len(frame) == 4 and frame.crs.to_epsg() == 4326
-    assert frame.geometry.iloc[2].geom_type == "LineString"
-    assert frame["geometry_split"].iloc[2].geom_type == "MultiLineString"
-    assert frame.geometry.iloc[3] is None
 
 
 # ---- property tests of the split ----------------------------------------------------------------
