@@ -51,8 +51,10 @@ def ducklake_target(store: WarehouseStore | None = None, dataset_name: str = DAT
     if store.catalog_file:
         catalog = f"sqlite:///{store.catalog_file}"
     credentials = DuckLakeCredentials(LAKE_NAME, catalog=catalog, storage=store.data_path)
-    # dlt's loader connections: never download an extension (they are installed from the wheels)
-    credentials.global_config = dict(OFFLINE_CONFIG)
+    # dlt's loader connections: never download an extension (they are installed from the wheels), and
+    # keep the merges' memory bounded (they spill to disk past it; row order is never relied on)
+    credentials.global_config = {**OFFLINE_CONFIG, "memory_limit": settings.loader_memory_limit(),
+                                 "preserve_insertion_order": False}
     return Target(dlt.destinations.ducklake(credentials=credentials), dataset_name, store=store)
 
 
