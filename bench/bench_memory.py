@@ -1,4 +1,4 @@
-"""Peak memory of a full sync, measured in a child process so each figure starts from a clean interpreter."""
+"""Peak memory (and CPU) of a sync, measured in a child process so each figure starts from a clean interpreter."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,24 +31,56 @@ def _maxrss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds this process (all its threads) and its finished children used so far.
+
+    The local work of a sync, apart from the time it spends waiting on the rate limit or the network: a
+    rate-bound sync's wall time says little about what it costs the machine."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@dataclass
+class Meter:
+    """Peak RSS and CPU seconds of this process from its creation on: create it after the imports, so
+    `figures()` gives the import baseline apart and the CPU of the measured work alone."""
+
+    baseline_mib: float = field(default_factory=_maxrss_mib)
+    cpu_start: float = field(default_factory=cpu_seconds)
+
+    def figures(self) -> dict[str, float]:
+        """Peak RSS after imports and now (MiB), and CPU seconds since the meter was created."""
+        return {"baseline_mib": self.baseline_mib, "peak_mib": _maxrss_mib(),
+                "cpu_seconds": cpu_seconds() - self.cpu_start}
+
+
+def report(result: dict[str, Any]) -> None:
+    """Inside a child: hand `result` to the parent (`run_child`) as one prefixed JSON line on stdout."""
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def run_child(script: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run `script CHILD_FLAG <spec as JSON>` in a fresh interpreter and return the dict it `report`ed."""
+    done = subprocess.run([sys.executable, script, CHILD_FLAG, json.dumps(spec)], capture_output=True, text=True,
+                          check=False)
+    for line in done.stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX):])
+    raise RuntimeError(f"child {Path(script).name} failed (exit {done.returncode}): {done.stderr[-2000:]}")
+
+
 def child_main(spec_json: str) -> None:
     """Inside the child: note the peak after imports, run one full sync, print both peaks as JSON."""
     spec = json.loads(spec_json)
     from bench_sync import sync  # imported here so the baseline includes the pipeline's imports
 
-    baseline = _maxrss_mib()
+    meter = Meter()
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         figures = sync(spec["base_url"], spec["api_key"], spec["window"], Path(tmp))
-    result = {"baseline_mib": baseline, "peak_mib": _maxrss_mib(), "requests": figures.requests,
-              "wall_seconds": figures.wall_seconds, "rows": sum(figures.rows.values())}
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    report({**meter.figures(), "requests": figures.requests, "wall_seconds": figures.wall_seconds,
+            "rows": sum(figures.rows.values())})
 
 
 def full_sync_peak(script: str, base_url: str, api_key: str, window: float) -> dict[str, Any]:
     """Run `script CHILD_FLAG spec` (a full sync into a fresh temp dir) and return the child's figures."""
-    spec = json.dumps({"base_url": base_url, "api_key": api_key, "window": window})
-    done = subprocess.run([sys.executable, script, CHILD_FLAG, spec], capture_output=True, text=True, check=False)
-    for line in done.stdout.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
-    raise RuntimeError(f"memory child failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    return run_child(script, {"base_url": base_url, "api_key": api_key, "window": window})

@@ -64,16 +64,18 @@ def warehouse_target(workdir: Path, destination: str = "ducklake") -> Target:
     return ducklake_target(default_lake_in(workdir))
 
 
-def sync(base_url: str, api_key: str, window: float, workdir: Path, destination: str = "ducklake") -> SyncFigures:
+def sync(
+    base_url: str, api_key: str, window: float, workdir: Path, destination: str = "ducklake", include_maps: bool = True
+) -> SyncFigures:
     """Run one sync into the warehouse in `workdir` (`warehouse_target`; pipeline state and limiter log in
-    workdir too).
+    workdir too), fetching maps unless `include_maps` is False.
 
     A first call in a fresh workdir is a full sync; later calls with the same workdir are incremental.
     """
     target = warehouse_target(workdir, destination)
     with make_client(base_url, api_key, window, workdir / "limiter.sqlite") as client:
         started = time.perf_counter()
-        result = sync_account(client, target, pipelines_dir=workdir / "dlt", models=False)
+        result = sync_account(client, target, include_maps=include_maps, pipelines_dir=workdir / "dlt", models=False)
         wall = time.perf_counter() - started
         return SyncFigures(result.api_stats, wall, result.row_counts)
 

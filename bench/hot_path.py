@@ -27,8 +27,8 @@ import requests
 from bench_sync import API_KEY
 from bench_table import render
 
-from pipelines.api.ratelimit import SlidingWindowLimiter
 from pipelines.api.jsonapi import rows_by_type
+from pipelines.api.ratelimit import SlidingWindowLimiter
 from pipelines.extract.fetch_log import FetchLog
 from pipelines.extract.pages import changed_bundles, owners_of
 from pipelines.extract.source import SHIPMENT_INCLUDES
