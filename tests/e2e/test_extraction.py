@@ -108,6 +108,8 @@ def test_second_run_adds_nothing_and_spends_only_the_pages(fresh_sandbox, tmp_pa
     # dlt state keeps cursors only: what decides the next fetch is in the fetch_log table
     assert second.scalar("select max(length(state)) from _dlt_pipeline_state") < 4096
     assert second.scalar("select count(*) from fetch_log") >= counts["shipments"] + counts["containers"]
+    # loaded packages keep their schema and state, not their data files
+    assert list((tmp_path / "dlt").rglob("*.parquet")) == []
 
 
 def test_changes_land_after_the_clock_moves(fresh_sandbox, tmp_path):
