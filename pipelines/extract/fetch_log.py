@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 from dlt.destinations.exceptions import DestinationUndefinedEntity
 
 from pipelines.extract.map_schedule import due_by_age_sql
+from pipelines.extract.routing import routed_rows
 from pipelines.warehouse.extensions import OFFLINE_CONFIG
 
 logger = logging.getLogger(__name__)
@@ -150,14 +151,7 @@ class FetchLog:
         if not self._rows:
             return []
         rows, self._rows = self._rows, []
-        hints = dlt.mark.make_hints(
-            table_name=TABLE,
-            write_disposition="merge",
-            primary_key=("kind", "item_id"),
-            merge_key="",  # a variant starts from its resource's hints: map_features merges on container_id
-            columns={name: dict(hint) for name, hint in COLUMNS.items()},  # dlt writes into the hints it gets
-        )
-        return [dlt.mark.with_hints(rows, hints, create_table_variant=True)]
+        return [routed_rows(rows, TABLE, ("kind", "item_id"), COLUMNS)]
 
     def changed_rows(self, kind: str, rows: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         """The rows (each with an `id`) whose content changed since the log's digest, each recorded."""

@@ -45,6 +45,7 @@ from pipelines.errors import (
     PipelineError,
     RateLimitedError,
 )
+from pipelines.extract.routing import routed_rows
 
 logger = logging.getLogger(__name__)
 
@@ -135,14 +136,7 @@ class ItemIssues:
         if not self._rows:
             return []
         rows, self._rows = self._rows, []
-        hints = dlt.mark.make_hints(
-            table_name=TABLE,
-            write_disposition="merge",
-            primary_key=("resource", "item_id"),
-            merge_key="",  # a variant starts from its resource's hints: map_features merges on container_id
-            columns={name: dict(hint) for name, hint in COLUMNS.items()},  # dlt writes into the hints it gets
-        )
-        return [dlt.mark.with_hints(rows, hints, create_table_variant=True)]
+        return [routed_rows(rows, TABLE, ("resource", "item_id"), COLUMNS)]
 
     def _record_failure(self, resource: str, item_id: str, error: ApiError) -> None:
         key = _key(resource, item_id)
