@@ -295,6 +295,11 @@ def ocean_tracking(
         yield from log.pending()
         yield from issues.pending()
 
+    # A container's map is fetched at most once a sync, so its rows arrive deduplicated: the merge then
+    # streams staging into the table instead of ranking every row by key, which holds the geometry blobs
+    # in memory (it ran out under the load's memory limit at 10k shipments).
+    map_features.apply_hints(additional_table_hints={"x-stage-data-deduplicated": True})
+
     @dlt.resource(primary_key="id", write_disposition="merge", columns=_column_hints("tracking_requests"))
     def tracking_requests(
         updated_at: dlt.sources.incremental[str] = dlt.sources.incremental(

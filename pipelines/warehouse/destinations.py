@@ -51,10 +51,11 @@ def ducklake_target(store: WarehouseStore | None = None, dataset_name: str = DAT
     if store.catalog_file:
         catalog = f"sqlite:///{store.catalog_file}"
     credentials = DuckLakeCredentials(LAKE_NAME, catalog=catalog, storage=store.data_path)
-    # dlt's loader connections: never download an extension (they are installed from the wheels), and
-    # keep the merges' memory bounded (they spill to disk past it; row order is never relied on)
-    credentials.global_config = {**OFFLINE_CONFIG, "memory_limit": settings.loader_memory_limit(),
-                                 "preserve_insertion_order": False}
+    # dlt's loader connections: never download an extension (they are installed from the wheels); row
+    # order is never relied on, and keeping it costs the merges memory; a memory limit when configured
+    credentials.global_config = {**OFFLINE_CONFIG, "preserve_insertion_order": False}
+    if memory_limit := settings.loader_memory_limit():
+        credentials.global_config["memory_limit"] = memory_limit
     return Target(dlt.destinations.ducklake(credentials=credentials), dataset_name, store=store)
 
 
