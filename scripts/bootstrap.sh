@@ -16,6 +16,6 @@ if [ ! -x .tools/bin/uv ] || [ "$(.tools/bin/uv --version | cut -d' ' -f2)" != "
   .tools/bin/python -m pip install --quiet --disable-pip-version-check "uv==$uv_version"
 fi
 export UV_PYTHON_DOWNLOADS=never
-.tools/bin/uv sync --frozen --python "$python_bin" --quiet
+.tools/bin/uv sync --frozen --all-extras --python "$python_bin" --quiet
 export PATH="$repo_root/.venv/bin:$PATH"
 export RUNTIME__DLTHUB_TELEMETRY=false
