@@ -1,7 +1,9 @@
 """The Dagster code location: `dagster dev` at the project root loads it (`[tool.dagster]` in pyproject).
 
 Loading it reads no database, writes no file and opens no connection: resources read the environment
-lazily, the refresh schedule plans its cadence at each tick, and the models are parsed from `sql/`.
+lazily, the refresh schedule plans its cadence at each tick, and the models come from the dbt manifest
+`sql/target/manifest.json` that `dbt parse --project-dir sql --profiles-dir sql` made at setup
+(`scripts/bootstrap.sh`); without it loading fails with one line saying so.
 
 Environment (all optional except the key, which is read only when a run talks to the API):
 `SOURCES__OCEAN_TRACKING__API_KEY`, `SOURCES__OCEAN_TRACKING__BASE_URL`, `SOURCES__OCEAN_TRACKING__APP_URL`,
@@ -21,7 +23,7 @@ from assets.checks import ingest_checks
 from assets.ingest import ocean_tracking_assets
 from assets.maintenance import lake_maintenance, lake_maintenance_job, lake_maintenance_schedule
 from assets.maps import map_assets
-from assets.models import model_assets, model_checks
+from assets.models import model_assets
 from assets.resources import OceanTrackingApi, Warehouse
 from assets.schedules import full_sync_job, full_sync_schedule, refresh_job, refresh_schedule
 from assets.sensors import follow_up_job, pending_tracking_requests_sensor
@@ -65,7 +67,7 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
 
 defs = dg.Definitions(
     assets=[ocean_tracking_assets, *model_assets, *map_assets, lake_maintenance],
-    asset_checks=[*ingest_checks, *model_checks],
+    asset_checks=ingest_checks,  # the models' checks are their dbt tests, part of model_assets
     jobs=[full_sync_job, refresh_job, follow_up_job, lake_maintenance_job, *writeback_jobs],
     schedules=[full_sync_schedule, refresh_schedule, lake_maintenance_schedule],
     sensors=[pending_tracking_requests_sensor],

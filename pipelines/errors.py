@@ -24,6 +24,11 @@ class ConfigurationError(PipelineError):
     """Settings are missing or malformed; raised before any request is sent."""
 
 
+class DestinationUnreachableError(PipelineError):
+    """The destination's server (PostgreSQL, ...) refused or timed out the connection: its host and port are
+    named, never its password."""
+
+
 @dataclass(frozen=True)
 class ErrorObject:
     """One entry of a JSON:API `errors` array."""
@@ -262,3 +267,7 @@ class InputError(PipelineError):
     """An input file or table cannot be used as given (unreadable, not a CSV, wrong columns, malformed
     lines, formula-like values); raised before any request is sent. The message is one line: where (file,
     line, column), what is wrong, and what to do."""
+
+
+class ModelBuildError(PipelineError):
+    """A dbt build of the analytics models failed: one line naming the model or test and what failed."""

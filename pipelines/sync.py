@@ -26,10 +26,11 @@ from dlt.sources import DltSource
 from pipelines.api.client import OceanTrackingClient
 from pipelines.extract.item_issues import ItemIssuesReport, issues_of_load
 from pipelines.extract.source import history_without_scd2, ocean_tracking
-from pipelines.settings import ANALYTICS_SCHEMA, SOURCE_NAME
+from pipelines.settings import SOURCE_NAME
 from pipelines.warehouse.destinations import Target, make_pipeline
 from pipelines.warehouse.locks import WarehouseLockedError, connect_waiting, locked_error
 from pipelines.warehouse.models import build_models
+from pipelines.warehouse.postgis import publish_geometry_view, unreachable
 from pipelines.warehouse.tables import create_geometry_view, table_row_counts
 
 logger = logging.getLogger(__name__)
@@ -146,7 +147,17 @@ def load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target) -> L
     the warehouse (`load_waiting`). The caller decides when a sync with too many failed items fails
     (`raise_if_excessive`): after it has reported what loaded. A plain DuckDB file another process holds
     is waited for (bounded) before any request is spent, and reported as held, not as dlt's connection
-    failure."""
+    failure; a server destination (PostgreSQL) that cannot be reached is one line naming its host and port.
+    After a load into PostgreSQL the PostGIS view of the map features is refreshed (`publish_geometry_view`)."""
+    try:
+        return _load_account(pipeline, source, target)
+    except Exception as error:
+        if (reason := unreachable(pipeline, error)) is None:
+            raise
+        raise reason from None
+
+
+def _load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target) -> Loaded:
     store = target.store
     if store is not None and not store.is_lake:
         connect_waiting(store.duckdb_file).close()
@@ -171,6 +182,8 @@ def load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target) -> L
     if store is not None:
         with store.writing():
             create_geometry_view(store, target.dataset_name)
+    else:
+        publish_geometry_view(pipeline, target.dataset_name)
     source_state = pipeline.state.get("sources", {}).get(SOURCE_NAME, {})
     return Loaded(info, finished, issues_of_load(source_state, info.loads_ids))
 
@@ -186,8 +199,8 @@ def sync_account(
 ) -> SyncResult:
     """Extract the whole account through `client` into `target`, then build the analytics models.
 
-    Models are built on the embedded warehouse (a DuckLake or a DuckDB file: they are DuckDB SQL); other
-    destinations get the raw tables only. Too many failed items do not raise here: the caller reports the sync, then calls
+    Models are built by `dbt build` on the embedded warehouse (a DuckLake or a DuckDB file); other
+    destinations get the raw tables only (run `dbt build --target postgres` there, see sql/README.md). Too many failed items do not raise here: the caller reports the sync, then calls
     `raise_if_excessive(result.loaded.issues)`."""
     pipeline = make_pipeline(target, pipelines_dir)
     source = ocean_tracking(client=client, include_maps=include_maps, map_refresh_seconds=map_refresh_seconds)
@@ -195,7 +208,6 @@ def sync_account(
     store = target.store
     if store is not None:
         if models:
-            with store.writing(), store.connect(search_path=(target.dataset_name, ANALYTICS_SCHEMA)) as con:
-                result.model_rows = build_models(con, app_url=client.settings.app_url)
+            result.model_rows = build_models(store, app_url=client.settings.app_url)
         result.row_counts = table_row_counts(store, target.dataset_name)
     return result

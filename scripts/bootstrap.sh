@@ -17,5 +17,7 @@ if [ ! -x .tools/bin/uv ] || [ "$(.tools/bin/uv --version | cut -d' ' -f2)" != "
 fi
 export UV_PYTHON_DOWNLOADS=never
 .tools/bin/uv sync --frozen --all-extras --python "$python_bin" --quiet
+# The dbt manifest the Dagster definitions load (sql/target/manifest.json): made here, never at import.
+.venv/bin/dbt parse --project-dir sql --profiles-dir sql --quiet
 export PATH="$repo_root/.venv/bin:$PATH"
 export RUNTIME__DLTHUB_TELEMETRY=false

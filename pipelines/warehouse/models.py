@@ -1,177 +1,158 @@
-"""The analytics models: one SQL file under `sql/` per table `analytics.<file stem>`, run on DuckDB.
+"""The analytics models: the dbt project under `sql/` (dbt-core + dbt-duckdb; dbt-postgres for PostgreSQL).
 
-Each file is `create or replace table analytics.<stem> as <select>` and reads raw tables as
-`ocean_tracking.<table>` and other models as `analytics.<model>`; sqlglot parses the references, so the
-order models run in (and the Dagster lineage built from it) comes from the SQL itself. The CLI sync runs
-`build_models`; the Dagster model assets run `run_model` one asset at a time: the same SQL, one runner.
-
-A raw table dlt has not created yet (a child table before the first hold or fee, `map_features` on an
-account without routing data) is stood in for by an empty view inside the model's transaction, dropped
-again before commit: the staging models' `contract` CTEs supply the typed columns, so the model builds
-empty instead of failing, and dlt never sees the stand-in.
+One source of truth, many engines: the models (`sql/models/staging`, `sql/models/marts`, one table
+`analytics.<model>` each) read the raw tables dlt loads as dbt sources (`ocean_tracking.<table>`), and
+where DuckDB and PostgreSQL differ they call `adapter.dispatch` macros (`sql/macros/`). A raw table or a
+column dlt has not created yet reads as typed nulls / no rows (`contract_source`), so a model builds empty
+instead of failing. The CLI sync calls `build_models` (an in-process `dbt build`); the Dagster assets
+(`assets/models.py`, dagster-dbt) run the same `dbt build` with the same target and vars
+(`dbt_target`, `dbt_vars`): one runner. Both hold the warehouse's writer lock around the build.
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 import logging
-import re
-from collections.abc import Sequence
+import tempfile
 from dataclasses import dataclass
 from functools import cache
-from graphlib import TopologicalSorter
 from pathlib import Path
 from typing import Any
 
-import duckdb
-import sqlglot
-from sqlglot import exp
-
-from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
-from pipelines.warehouse.tables import table_exists
+from pipelines.errors import ModelBuildError
+from pipelines.settings import ANALYTICS_SCHEMA
+from pipelines.warehouse.store import WarehouseStore
 
 logger = logging.getLogger(__name__)
 
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
-RAW_SCHEMA = DATASET_NAME
+SQL_DIR = Path(__file__).resolve().parents[2] / "sql"  # the dbt project (and its profiles.yml)
+MODELS_DIR = SQL_DIR / "models"
+TARGET_DIR = SQL_DIR / "target"
+MANIFEST_PATH = TARGET_DIR / "manifest.json"
+PARSE_COMMAND = "dbt parse --project-dir sql --profiles-dir sql"
+# a test runs only when every model it reads is selected (dbt's default also runs a test of an unselected
+# model when it reads a selected one, e.g. deep_links' relationship to stg_shipments)
+INDIRECT_SELECTION = ["--indirect-selection", "cautious"]
+# nothing on the console (the CLI prints one line per model, or the one-line error); the log in sql/logs
+QUIET_CONSOLE = ["--log-level", "none", "--log-level-file", "info", "--log-path", str(SQL_DIR / "logs")]
 PREVIEW_ROWS = 5
 PREVIEW_CELL_CHARS = 60
-_KEY_LINE = re.compile(r"^key:\s*(?P<columns>.+)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class SqlModel:
-    """One SQL file: its name (file stem), text, header comment and the relations it reads."""
+    """One model file of the dbt project: its name (file stem, the table `analytics.<name>`) and layer."""
 
     path: Path
-    name: str
-    sql: str
-    description: str
-    sources: frozenset[tuple[str, str]]  # (schema, table) read by the model, itself excluded
+
+    @property
+    def name(self) -> str:
+        """The model's (and its table's) name."""
+        return self.path.stem
 
     @property
     def layer(self) -> str:
-        """`staging` or `marts`: the folder under sql/."""
+        """`staging` or `marts`: the folder under sql/models/."""
         return self.path.parent.name
-
-    @property
-    def raw_sources(self) -> list[str]:
-        """The raw tables (`ocean_tracking.<table>`) the model reads."""
-        return sorted(table for schema, table in self.sources if schema == RAW_SCHEMA)
-
-    @property
-    def upstream_models(self) -> list[str]:
-        """The other models (`analytics.<model>`) this one reads."""
-        return sorted(table for schema, table in self.sources if schema == ANALYTICS_SCHEMA)
-
-    @property
-    def unique_key(self) -> list[str]:
-        """Columns named by the header's `Key:` line (the grain), e.g. `Key: container_id, leg_sequence`."""
-        for line in self.description.splitlines():
-            match = _KEY_LINE.match(line.strip())
-            if match:
-                return [column.strip() for column in match["columns"].split(",") if column.strip()]
-        return []
-
-    @property
-    def code_version(self) -> str:
-        """A hash of the SQL text: changes exactly when the model's definition does."""
-        return hashlib.sha256(self.sql.encode()).hexdigest()[:16]
-
-
-def header_comment(sql: str) -> str:
-    """The leading `--` comment block of a SQL file, without the dashes."""
-    lines = []
-    for line in sql.splitlines():
-        stripped = line.strip()
-        if not stripped.startswith("--"):
-            break
-        lines.append(stripped[2:].strip())
-    return "\n".join(lines).strip()
-
-
-def parse_model(path: Path) -> SqlModel:
-    """Read one model file and check it materializes `analytics.<file stem>`."""
-    sql = path.read_text()
-    tree = sqlglot.parse_one(sql, read="duckdb")
-    target = tree.this if isinstance(tree, exp.Create) else None
-    if not isinstance(target, exp.Table) or (target.db, target.name) != (ANALYTICS_SCHEMA, path.stem):
-        raise ValueError(
-            f"{path}: a model file must be `create or replace table {ANALYTICS_SCHEMA}.{path.stem} as ...`"
-        )
-    sources = frozenset(
-        (table.db, table.name)
-        for table in tree.find_all(exp.Table)
-        if table.db in (RAW_SCHEMA, ANALYTICS_SCHEMA)
-        and (table.db, table.name) != (ANALYTICS_SCHEMA, path.stem)
-    )
-    description = header_comment(sql)
-    if not description:
-        raise ValueError(f"{path}: a model file starts with a `--` comment saying what it is and its grain")
-    return SqlModel(path=path, name=path.stem, sql=sql, description=description, sources=sources)
-
-
-def load_models(sql_dir: Path = SQL_DIR) -> list[SqlModel]:
-    """Every `sql/**/*.sql` model in the order they can run (upstream first).
-
-    Two files with one stem would be one table, and a model reading one no file builds cannot run:
-    both fail here, before anything runs."""
-    models = [parse_model(path) for path in sorted(sql_dir.rglob("*.sql"))]
-    names = [model.name for model in models]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ValueError(f"model names must be unique across sql/: {duplicates}")
-    known = set(names)
-    for model in models:
-        unknown = set(model.upstream_models) - known
-        if unknown:
-            raise ValueError(f"{model.path}: reads {sorted(unknown)}, which no file under sql/ builds")
-    by_name = {model.name: model for model in models}
-    order = TopologicalSorter({model.name: model.upstream_models for model in models}).static_order()
-    return [by_name[name] for name in order]
 
 
 @cache
 def project_models() -> tuple[SqlModel, ...]:
-    """The project's models under `sql/`, parsed once per process."""
-    return tuple(load_models())
+    """The project's models (`sql/models/**/*.sql`), by file: what a build creates, for callers that only
+    need the names (the manifest, `dbt parse`, has the rest)."""
+    return tuple(SqlModel(path) for path in sorted(MODELS_DIR.rglob("*.sql")))
 
 
-def run_model(con: duckdb.DuckDBPyConnection, model: SqlModel, *, app_url: str) -> dict[str, Any]:
-    """Build one model in a single transaction; returns its row count and the raw tables stood in for."""
-    if not con.execute(
-        "select count(*) from information_schema.schemata where schema_name = ?", [RAW_SCHEMA]
-    ).fetchone()[0]:
-        raise RuntimeError(f"schema {RAW_SCHEMA} does not exist in the warehouse: load the account first")
-    con.execute(f"create schema if not exists {ANALYTICS_SCHEMA}")
-    con.execute("set variable app_url = ?", [app_url])
-    missing = [table for table in model.raw_sources if not table_exists(con, RAW_SCHEMA, table)]
-    con.begin()
-    try:
-        for table in missing:
-            logger.warning("%s: %s.%s does not exist yet; read as empty", model.name, RAW_SCHEMA, table)
-            con.execute(
-                f'create view {RAW_SCHEMA}."{table}" as select null::integer as _missing_source where false'
-            )
-        con.execute(model.sql)
-        for table in missing:
-            con.execute(f'drop view {RAW_SCHEMA}."{table}"')
-        con.commit()
-    except Exception:
-        con.rollback()
-        raise
-    rows = con.execute(f"select count(*) from {ANALYTICS_SCHEMA}.{model.name}").fetchone()[0]
-    return {"rows": rows, "missing_sources": missing}
+def dbt_target(store: WarehouseStore) -> str:
+    """The profile target (`sql/profiles.yml`) that builds in `store`: `ducklake` or `duckdb`."""
+    return "ducklake" if store.is_lake else "duckdb"
 
 
-def build_models(
-    con: duckdb.DuckDBPyConnection, *, app_url: str, models: Sequence[SqlModel] | None = None
-) -> dict[str, int]:
-    """Build every model (upstream first) on one connection; rows per model."""
-    return {
-        model.name: run_model(con, model, app_url=app_url)["rows"]
-        for model in (models if models is not None else project_models())
-    }
+def dbt_vars(store: WarehouseStore, *, app_url: str) -> dict[str, str]:
+    """The `--vars` of a build in `store`: the deep links' `app_url`, and where the warehouse is (the
+    profile's defaults are only for runs by hand)."""
+    if store.is_lake:
+        return {"app_url": app_url, "lake_catalog": store.catalog or "", "lake_data_path": store.data_path or ""}
+    return {"app_url": app_url, "duckdb_path": str(store.duckdb_file.resolve())}
+
+
+def dbt_args(command: str, *, target: str, variables: dict[str, Any], select: list[str] | None = None) -> list[str]:
+    """The dbt command line (without `dbt`) for `command` on this project, `target` and `variables`."""
+    args = [command, "--project-dir", str(SQL_DIR), "--profiles-dir", str(SQL_DIR), "--target", target,
+            "--vars", json.dumps(variables)]  # fmt: skip
+    if select:
+        args += ["--select", *select]
+    return [*args, *INDIRECT_SELECTION]
+
+
+def _failure_line(result: Any) -> str | None:
+    """One line for the first model or test that did not pass (which, and what failed), else None."""
+    for node_result in getattr(result, "results", None) or []:
+        status = str(getattr(node_result.status, "value", node_result.status))
+        if status not in ("error", "fail", "runtime error"):
+            continue
+        node = node_result.node
+        message = " ".join(str(node_result.message or status).split())
+        if node.resource_type == "model":
+            return f"dbt model {node.name} failed: {message}"
+        attached = (getattr(node, "attached_node", None) or "").rsplit(".", 1)[-1]
+        on = f" (on {attached})" if attached else ""
+        return f"dbt {node.resource_type} {node.name}{on} failed: {message}"
+    return None
+
+
+def _close_duckdb_connections() -> None:
+    """Close the DuckDB database dbt-duckdb keeps open in this process after a run: a DuckDB file stays
+    locked (and cannot be opened with another configuration) for as long as it is open."""
+    from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+
+    environment = DuckDBConnectionManager._ENV
+    if environment is not None:
+        environment.close()
+    DuckDBConnectionManager.close_all_connections()
+
+
+def run_dbt(args: list[str]) -> Any:
+    """Run dbt in this process (`dbtRunner`, nothing on the console: dbt's log is `sql/logs/dbt.log`);
+    raise `ModelBuildError` with one line naming what failed (a model, a test, or dbt itself)."""
+    from dbt.cli.main import dbtRunner
+
+    # a throwaway target folder: sql/target keeps the manifest `dbt parse` made for the Dagster definitions
+    with tempfile.TemporaryDirectory(prefix="dbt-") as target_path:
+        try:
+            outcome = dbtRunner().invoke([*args, "--target-path", target_path, *QUIET_CONSOLE])
+        finally:
+            _close_duckdb_connections()
+    if outcome.success:
+        return outcome.result
+    line = _failure_line(outcome.result)
+    if line is None:
+        error = outcome.exception or "see sql/logs/dbt.log"
+        line = f"dbt {args[0]} failed: {' '.join(str(error).split())}"
+    raise ModelBuildError(line)
+
+
+def build_models(store: WarehouseStore, *, app_url: str, select: list[str] | None = None) -> dict[str, int]:
+    """`dbt build` (every model, then its tests, upstream first) into `store` under its writer lock;
+    returns the rows of every model in the warehouse after it. A failing model or test raises one line
+    (`ModelBuildError`)."""
+    variables = dbt_vars(store, app_url=app_url)
+    with store.writing():
+        run_dbt(dbt_args("build", target=dbt_target(store), variables=variables, select=select))
+    names = [model.name for model in project_models()]
+    with store.connect(read_only=True) as con:
+        built = {
+            row[0]
+            for row in con.execute(
+                "select table_name from information_schema.tables where table_schema = ? and table_catalog = current_database()",
+                [ANALYTICS_SCHEMA],
+            ).fetchall()
+        }
+        return {
+            name: con.execute(f'select count(*) from {ANALYTICS_SCHEMA}."{name}"').fetchone()[0]
+            for name in names
+            if name in built
+        }
 
 
 def _cell(value: Any) -> str:
@@ -181,7 +162,7 @@ def _cell(value: Any) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def preview_markdown(con: duckdb.DuckDBPyConnection, table: str, limit: int = PREVIEW_ROWS) -> str:
+def preview_markdown(con: Any, table: str, limit: int = PREVIEW_ROWS) -> str:
     """The first rows of a table as a markdown table (geometries as WKT, long cells cut)."""
     columns = con.execute(f"describe {table}").fetchall()
     selects = [

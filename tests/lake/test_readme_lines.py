@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
 from pipelines.warehouse.models import build_models
 from tests.conftest import lake_in
 from tests.e2e.conftest import sync_once
@@ -30,8 +29,7 @@ def synced_dir(sandbox, tmp_path_factory) -> Path:
     """A working directory whose `data/ducklake` a sync and the models wrote, as after `bash scripts/demo`."""
     workdir = tmp_path_factory.mktemp("readme")
     store = sync_once(sandbox, workdir, include_maps=False).store
-    with store.writing(), store.connect(search_path=(DATASET_NAME, ANALYTICS_SCHEMA)) as con:
-        build_models(con, app_url=sandbox.app_url)
+    build_models(store, app_url=sandbox.app_url)
     return workdir
 
 

@@ -3,6 +3,7 @@ renderer's antimeridian handling, land outline and determinism."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import dagster as dg
 import geopandas as gpd
 import matplotlib.image as mpimg
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import shapely
 
@@ -89,6 +91,20 @@ def test_geoparquet_reads_back_with_every_feature(synced, materialized):
     assert meta["rows"] == rows
     assert meta["bytes"] == path.stat().st_size
     assert meta["path"] == str(path)
+
+
+def test_geoparquet_footer_records_epsg_4326_as_projjson(materialized):
+    """GIS tools read the CRS from the file's `geo` metadata: each geometry column's `crs` is EPSG:4326's
+    PROJJSON (without one, readers assume OGC:CRS84 and report no EPSG code)."""
+    _, data_dir = materialized
+    geo = json.loads(pq.read_metadata(data_dir / "map_features.parquet").metadata[b"geo"])
+
+    assert geo["primary_column"] == "geometry"
+    assert set(geo["columns"]) == {"geometry", "geometry_split"}
+    for column in geo["columns"].values():
+        assert column["encoding"] == "WKB"
+        assert column["crs"]["type"] == "GeographicCRS"
+        assert column["crs"]["id"] == {"authority": "EPSG", "code": 4326}
 
 
 def test_one_route_map_per_container_at_sea(synced, materialized):

@@ -1,5 +1,6 @@
-"""Fixtures of the model tests: a DuckLake synced once from the REAL sandbox, and the model assets
-materialized over it with Dagster (the raw ingest assets are not in the run: the sync loaded them)."""
+"""Fixtures of the model tests: a DuckLake synced once from the REAL sandbox, and the dbt models built
+over it by their Dagster assets (dagster-dbt; the raw ingest assets are not in the run: the sync loaded
+them), dbt's tests run as their asset checks."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from assets.models import model_assets, model_checks
+from assets.models import model_assets
 from assets.resources import OceanTrackingApi
 from pipelines.warehouse.store import WarehouseStore
 from pipelines.warehouse.tables import table_exists
@@ -23,12 +24,12 @@ APP_URL = "http://app.example"
 
 
 def materialize_models(
-    data_dir: Path, *, app_url: str = APP_URL, selection: Iterable[str] | None = None, checks: bool = True
+    data_dir: Path, *, app_url: str = APP_URL, selection: Iterable[str] | None = None
 ) -> dg.ExecuteInProcessResult:
-    """Materialize the model assets (all, or `selection` as `analytics/<name>` strings) over the DuckLake
-    under `data_dir`."""
+    """Materialize the model assets (all, or `selection` as `analytics/<name>` strings) and their dbt tests
+    over the DuckLake under `data_dir`."""
     return dg.materialize(
-        [*model_assets, *(model_checks if checks else [])],
+        model_assets,
         resources={
             "warehouse": warehouse_resource(data_dir),
             "ocean_tracking_api": OceanTrackingApi(api_key="unused-key-123", app_url=app_url),
@@ -79,7 +80,7 @@ class BuiltWarehouse:
 
 @pytest.fixture(scope="module")
 def built(sandbox, tmp_path_factory) -> BuiltWarehouse:
-    """One sync of the session sandbox, then every model asset (and its checks) materialized. Tests read
+    """One sync of the session sandbox, then every model asset (and its dbt tests) materialized. Tests read
     it and never write it: a test that writes works on its own `copy_lake`."""
     workdir = tmp_path_factory.mktemp("models")
     data_dir = workdir / "data"

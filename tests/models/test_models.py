@@ -1,10 +1,12 @@
-"""The SQL models, built by their Dagster assets over a warehouse synced from the REAL sandbox."""
+"""The dbt models (sql/), built by their Dagster assets over a warehouse synced from the REAL sandbox, and
+by the CLI's runner (`build_models`) on the DuckLake and on a DuckDB file."""
 
 from __future__ import annotations
 
 import itertools
 import math
 from datetime import timedelta
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import dagster as dg
@@ -13,38 +15,51 @@ import pytest
 import requests
 import shapely
 
-from assets.models import MODELS, model_assets
+import assets.models
+from assets.models import ManifestMissingError, analytics_models
 from assets.resources import OCEAN_TRACKING_POOL
-from pipelines.warehouse.models import SQL_DIR, header_comment, run_model
+from pipelines.errors import ModelBuildError
+from pipelines.warehouse.models import MODELS_DIR, build_models, project_models
+from pipelines.warehouse.store import duckdb_store
 from tests.conftest import FULL_KEY, lake_in
 from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, advance_clock, sync_once
 from tests.models.conftest import APP_URL, BuiltWarehouse, copy_lake, materialize_models
 
-MODEL_BY_NAME = {model.name: model for model in MODELS}
 EARTH_RADIUS_KM = 6371.0088  # mean radius (IUGG)
+SINGLE_KEYS = {"stg_containers", "stg_shipments", "stg_terminals", "stg_vessels", "stg_transport_events",
+               "container_status", "containers_at_sea"}  # fmt: skip
 
 
 def _key(name: str) -> dg.AssetKey:
     return dg.AssetKey(["analytics", name])
 
 
-# ---- the asset factory -------------------------------------------------------------------------------
+def _header(sql: str) -> str:
+    """The leading `--` comment block of a model file (what the model is, its grain, its `Key:`)."""
+    lines = []
+    for line in sql.splitlines():
+        if not line.strip().startswith("--"):
+            break
+        lines.append(line.strip()[2:].strip())
+    return "\n".join(lines).strip()
 
 
-def test_one_asset_per_sql_file_with_header_as_description():
-    files = sorted(SQL_DIR.rglob("*.sql"))
-    by_key = {asset.key: asset for asset in model_assets}
-    assert set(by_key) == {_key(path.stem) for path in files}
+# ---- the dbt assets ----------------------------------------------------------------------------------
+
+
+def test_one_asset_per_model_file_with_header_as_description():
+    files = sorted(MODELS_DIR.rglob("*.sql"))
+    specs = {spec.key: spec for spec in analytics_models.specs}
+    assert set(specs) == {_key(path.stem) for path in files}
     for path in files:
-        asset = by_key[_key(path.stem)]
-        spec = next(iter(asset.specs))
-        assert spec.description == header_comment(path.read_text())
+        spec = specs[_key(path.stem)]
+        assert spec.description == _header(path.read_text())  # the schema yml keeps the header
         assert spec.group_name == "analytics"
-        assert asset.op.pool == OCEAN_TRACKING_POOL
+    assert analytics_models.op.pool == OCEAN_TRACKING_POOL
 
 
-def test_deps_are_parsed_from_the_sql():
-    deps = {asset.key: set(asset.asset_deps[asset.key]) for asset in model_assets}
+def test_deps_come_from_refs_and_sources():
+    deps = {key: set(analytics_models.asset_deps[key]) for key in analytics_models.keys}
     assert deps[_key("container_status")] == {
         _key("stg_containers"),
         _key("stg_shipments"),
@@ -53,14 +68,40 @@ def test_deps_are_parsed_from_the_sql():
         _key("stg_container_fees"),
     }
     assert deps[_key("voyage_legs")] == {_key("port_calls"), _key("stg_map_features"), _key("stg_vessels")}
-    # raw tables map to the ingest assets; a dlt child table to the resource that loads it
+    # sources map to the ingest assets; a dlt child table to the resource that loads it
     assert deps[_key("stg_map_features")] == {dg.AssetKey(["ocean_tracking", "map_features"])}
     assert deps[_key("stg_container_holds")] == {dg.AssetKey(["ocean_tracking", "containers"])}
 
 
+def test_every_model_key_is_tested_unique_and_not_null():
+    checks: dict[str, set[str]] = {}
+    for check_key in analytics_models.check_keys:
+        checks.setdefault(check_key.asset_key.path[-1], set()).add(check_key.name)
+    for model in project_models():
+        names = checks[model.name]
+        key_line = next(line for line in _header(model.path.read_text()).splitlines() if line.startswith("Key:"))
+        columns = [column.strip() for column in key_line.removeprefix("Key:").split(",")]
+        assert {f"not_null_{model.name}_{column}" for column in columns} <= names, model.name
+        if len(columns) == 1:
+            assert f"unique_{model.name}_{columns[0]}" in names
+        else:
+            assert any(name.startswith(f"unique_key_{model.name}_") for name in names), model.name
+
+
+def test_a_missing_manifest_fails_the_definitions_with_the_command_to_run(monkeypatch, tmp_path):
+    monkeypatch.setattr(assets.models, "MANIFEST_PATH", tmp_path / "manifest.json")
+    with pytest.raises(ManifestMissingError) as raised:
+        assets.models.load_manifest()
+    assert "run `dbt parse --project-dir sql --profiles-dir sql`" in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
 def test_every_model_materializes_with_row_count_and_preview(built: BuiltWarehouse):
-    for model in MODELS:
-        (materialization,) = built.result.asset_materializations_for_node(f"analytics__{model.name}")
+    materializations = {
+        event.asset_key: event.materialization for event in built.result.get_asset_materialization_events()
+    }
+    for model in project_models():
+        materialization = materializations[_key(model.name)]
         rows = built.query(f"select count(*) from analytics.{model.name}")[0][0]
         assert materialization.metadata["dagster/row_count"].value == rows
         preview = materialization.metadata["preview"].value
@@ -77,11 +118,14 @@ def test_every_model_materializes_with_row_count_and_preview(built: BuiltWarehou
         assert built.query(f"select count(*) from analytics.{name}")[0][0] > 0, name
 
 
-def test_all_model_checks_pass(built: BuiltWarehouse):
+def test_all_dbt_tests_pass_as_asset_checks(built: BuiltWarehouse):
     evaluations = built.result.get_asset_check_evaluations()
     names = {(e.asset_key.path[-1], e.check_name) for e in evaluations}
-    assert ("container_status", "one_row_per_container") in names
-    assert ("stg_containers", "rows_match_source") in names
+    assert len(names) == len(analytics_models.check_keys)
+    # the old checks' meaning, as dbt tests: one row per container, staging rows = raw rows, marts not empty
+    assert ("container_status", "same_row_count_container_status_ref_stg_containers_") in names
+    assert ("stg_containers", "same_row_count_stg_containers_source_ocean_tracking_containers_") in names
+    assert ("voyage_legs", "not_empty_when_voyage_legs_ref_port_calls_") in names
     failed = [(e.asset_key.to_user_string(), e.check_name, e.metadata) for e in evaluations if not e.passed]
     assert not failed
 
@@ -345,32 +389,51 @@ def test_deep_links_use_the_configured_app_url(built: BuiltWarehouse):
         assert parse_qs(parts.query) == {"q": [link["number"]]}
 
 
-def test_deep_links_url_encode_the_number():
-    """Numbers with spaces, slashes and `&` (real bookings have them) stay one query value."""
-    con = duckdb.connect()
-    con.execute("create schema analytics")
-    con.execute(
-        "create table analytics.stg_shipments as select 's1' as shipment_id, 'AB 12/3&x=+y' as bill_of_lading_number"
-    )
-    con.execute(
-        "create table analytics.stg_containers as"
-        " select 'c1' as container_id, 's1' as shipment_id, 'MSCU 123456-7' as container_number"
-    )
-    con.execute("set variable app_url = 'https://app.example/'")
-    con.execute(MODEL_BY_NAME["deep_links"].sql)
-    urls = dict(con.execute("select id, url from analytics.deep_links").fetchall())
+def _stub_warehouse(path: Path, shipment_number: str) -> None:
+    """A DuckDB file holding only the two staging tables deep_links reads."""
+    with duckdb.connect(str(path)) as con:
+        con.execute("create schema analytics")
+        con.execute(
+            "create table analytics.stg_shipments as select 's1' as shipment_id, ? as bill_of_lading_number",
+            [shipment_number],
+        )
+        con.execute(
+            "create table analytics.stg_containers as"
+            " select 'c1' as container_id, 's1' as shipment_id, 'MSCU 123456-7' as container_number"
+        )
+
+
+def test_deep_links_url_encode_the_number_on_a_duckdb_file(tmp_path):
+    """Numbers with spaces, slashes and `&` (real bookings have them) stay one query value. Built by the
+    CLI's runner on the plain DuckDB file warehouse (target `duckdb`); the app URL's trailing slash goes."""
+    store = duckdb_store(tmp_path / "warehouse.duckdb")
+    _stub_warehouse(store.duckdb_file, "AB 12/3&x=+y")
+    rows = build_models(store, app_url="https://app.example/", select=["deep_links"])
+    assert rows["deep_links"] == 2
+    with store.connect(read_only=True) as con:
+        urls = dict(con.execute("select id, url from analytics.deep_links").fetchall())
     assert urls == {
         "s1": "https://app.example/shipments/find?q=AB%2012%2F3%26x%3D%2By",
         "c1": "https://app.example/shipments/find?q=MSCU%20123456-7",
     }
 
 
+def test_a_failing_model_is_one_line_naming_it(tmp_path):
+    store = duckdb_store(tmp_path / "warehouse.duckdb")
+    _stub_warehouse(store.duckdb_file, "AB1")
+    with duckdb.connect(str(store.duckdb_file)) as con:
+        con.execute("drop table analytics.stg_containers")
+    with pytest.raises(ModelBuildError) as raised:
+        build_models(store, app_url=APP_URL, select=["deep_links"])
+    message = str(raised.value)
+    assert message.startswith("dbt model deep_links failed: ") and "stg_containers" in message
+    assert "\n" not in message
+
+
 def test_deep_links_resolve_in_the_sandbox_web_app(built: BuiltWarehouse, sandbox, tmp_path):
     data_dir = tmp_path / "data"
     copy_lake(built.store, data_dir)  # the links are rebuilt with another app URL: not in the shared lake
-    result = materialize_models(
-        data_dir, app_url=sandbox.app_url, selection=["analytics/deep_links"], checks=False
-    )
+    result = materialize_models(data_dir, app_url=sandbox.app_url, selection=["analytics/deep_links"])
     assert result.success
     links = BuiltWarehouse(data_dir, result).dicts(
         "select * from (select *, row_number() over (partition by kind order by id) as n from analytics.deep_links)"
@@ -389,18 +452,24 @@ def test_deep_links_resolve_in_the_sandbox_web_app(built: BuiltWarehouse, sandbo
         assert response.headers["location"] == expected
 
 
-# ---- a raw table dlt has not created yet ---------------------------------------------------------------
+# ---- a raw table or column dlt has not created yet ------------------------------------------------------
 
 
-def test_missing_raw_table_reads_as_empty_and_is_not_left_behind(tmp_path):
+def test_missing_raw_table_and_columns_read_as_typed_nulls_and_leave_nothing_behind(tmp_path):
     store = lake_in(tmp_path)
     with store.writing(), store.connect() as con:
         con.execute("create schema ocean_tracking")
-        outcome = run_model(con, MODEL_BY_NAME["stg_container_holds"], app_url=APP_URL)
-        assert outcome == {"rows": 0, "missing_sources": ["containers__holds_at_pod_terminal"]}
-        assert con.execute("select count(*) from analytics.stg_container_holds").fetchone()[0] == 0
-        left = con.execute(
-            "select count(*) from information_schema.tables where table_catalog = current_database()"
-            " and table_schema = 'ocean_tracking'"
-        ).fetchone()[0]
-        assert left == 0
+        # dlt created `terminals` with two of the columns stg_terminals reads: the rest read as null
+        con.execute("create table ocean_tracking.terminals as select 't1' as id, 'Pier 400' as name")
+    rows = build_models(store, app_url=APP_URL, select=["stg_container_holds", "stg_terminals"])
+    assert rows == {"stg_container_holds": 0, "stg_terminals": 1}
+    with store.connect(read_only=True) as con:
+        raw = con.execute(
+            "select table_name from information_schema.tables where table_schema = 'ocean_tracking'"
+        ).fetchall()
+        assert raw == [("terminals",)]  # no stand-in for the missing child table
+        terminal = con.execute("select terminal_id, terminal_name, firms_code, port_id from analytics.stg_terminals").fetchall()
+        types = dict(con.execute("select column_name, data_type from information_schema.columns"
+                                 " where table_name = 'stg_container_holds'").fetchall())  # fmt: skip
+    assert terminal == [("t1", "Pier 400", None, None)]
+    assert types["hold_index"] == "BIGINT" and types["is_blocking"] == "BOOLEAN"

@@ -3,16 +3,11 @@
 -- the shipment page with that container selected, and a bill of lading number to its shipment).
 -- Grain: one row per shipment (kind `shipment`, number = bill of lading / booking number) and one row per
 -- container (kind `container`, number = container number); rows without a number are left out.
--- `app_url` is configuration: the runner sets it with `set variable app_url = '...'` before this runs.
+-- `app_url` is configuration: the dbt var `app_url` (`--vars '{app_url: ...}'`); dbt fails without it.
 -- Key: kind, id
 
-create or replace table analytics.deep_links as
-
 with settings as (
-    select rtrim(
-        coalesce(getvariable('app_url')::varchar, error('deep_links needs the app_url variable (set variable app_url = ...)')),
-        '/'
-    ) as app_url
+    select cast({{ app_url() }} as varchar) as app_url
 ),
 
 shipment_links as (
@@ -21,7 +16,7 @@ shipment_links as (
         shipment_id as id,
         shipment_id,
         bill_of_lading_number as number
-    from analytics.stg_shipments
+    from {{ ref('stg_shipments') }}
     where nullif(trim(bill_of_lading_number), '') is not null
 ),
 
@@ -31,7 +26,7 @@ container_links as (
         container_id as id,
         shipment_id,
         container_number as number
-    from analytics.stg_containers
+    from {{ ref('stg_containers') }}
     where nullif(trim(container_number), '') is not null
 ),
 
@@ -46,6 +41,6 @@ select
     links.id,
     links.shipment_id,
     links.number,
-    settings.app_url || '/shipments/find?q=' || url_encode(links.number) as url
+    settings.app_url || '/shipments/find?q=' || {{ url_encode('links.number') }} as url
 from links
 cross join settings

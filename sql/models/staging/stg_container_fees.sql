@@ -3,25 +3,17 @@
 -- total; a `total` line already sums the others (see container_status).
 -- Key: container_dlt_id, fee_index
 
-create or replace table analytics.stg_container_fees as
-
-with contract as (
+with source as (
     -- the child table exists only once some container had a fee; until then this reads as empty
-    select
-        null::varchar as _dlt_parent_id,
-        null::bigint as _dlt_list_idx,
-        null::varchar as type,
-        null::double as amount,
-        -- dlt's variant column: `amount` was typed bigint by whole amounts, a later 12.5 lands here
-        null::double as amount__v_double,
-        null::varchar as currency_code
-    where false
-),
-
-source as (
-    select * from contract
-    union all by name
-    select * from ocean_tracking.containers__fees_at_pod_terminal
+    -- dlt's variant column: `amount` was typed bigint by whole amounts, a later 12.5 lands here
+    {{ contract_source('containers__fees_at_pod_terminal', [
+        ['_dlt_parent_id', 'varchar'],
+        ['_dlt_list_idx', 'bigint'],
+        ['type', 'varchar'],
+        ['amount', 'double'],
+        ['amount__v_double', 'double'],
+        ['currency_code', 'varchar']
+    ]) }}
 )
 
 select

@@ -8,18 +8,16 @@
 -- lon/lat GeoJSON coordinates are flipped first (checked: JFK-LHR = 5,555 km).
 -- Key: container_id, leg_sequence
 
-create or replace table analytics.voyage_legs as
-
 with port_calls as (
-    select * from analytics.port_calls
+    select * from {{ ref('port_calls') }}
 ),
 
 features as (
-    select * from analytics.stg_map_features
+    select * from {{ ref('stg_map_features') }}
 ),
 
 vessels as (
-    select * from analytics.stg_vessels
+    select * from {{ ref('stg_vessels') }}
 ),
 
 legs as (
@@ -52,11 +50,11 @@ tracks as (
         container_id,
         ports_sequence,
         case
-            when count(*) = 1 then any_value(geometry)
-            else st_collect(list(geometry order by start_time))
+            when count(*) = 1 then {{ any_value('geometry') }}
+            else {{ collect_geometries('geometry', 'start_time') }}
         end as geometry,
-        sum(st_length_spheroid(st_flipcoordinates(geometry))) / 1000 as length_km,
-        arg_max(vessel_id, end_time) as vessel_id
+        sum({{ geodesic_length_km('geometry') }}) as length_km,
+        {{ arg_max('vessel_id', 'end_time') }} as vessel_id
     from features
     where feature_type = 'past_vessel_locations' and geometry is not null
     group by container_id, ports_sequence
@@ -79,7 +77,7 @@ partial_legs as (
         container_id,
         ports_sequence,
         geometry,
-        st_length_spheroid(st_flipcoordinates(geometry)) / 1000 as length_km
+        {{ geodesic_length_km('geometry') }} as length_km
     from features
     where feature_type = 'estimated_partial_leg' and geometry is not null
 ),
@@ -88,8 +86,8 @@ full_legs as (
     select
         container_id,
         ports_sequence,
-        any_value(geometry) as geometry,
-        any_value(st_length_spheroid(st_flipcoordinates(geometry)) / 1000) as length_km
+        {{ any_value('geometry') }} as geometry,
+        {{ any_value(geodesic_length_km('geometry')) }} as length_km
     from features
     where feature_type = 'estimated_full_legs' and geometry is not null
     group by container_id, ports_sequence
@@ -117,7 +115,7 @@ assembled as (
         end as geometry_source,
         case
             when partial_legs.geometry is not null and tracks.geometry is not null
-                then st_linemerge(st_collect([tracks.geometry, partial_legs.geometry]))
+                then {{ merge_lines('tracks.geometry', 'partial_legs.geometry') }}
             else coalesce(
                 partial_legs.geometry,
                 tracks.geometry,
@@ -154,15 +152,17 @@ select
     assembled.departed_at,
     assembled.arrival_estimated_at,
     assembled.arrived_at,
-    round(epoch(coalesce(assembled.arrived_at, assembled.arrival_estimated_at)
-        - coalesce(assembled.departed_at, assembled.departure_estimated_at)) / 3600, 2) as transit_hours,
+    {{ hours_between(
+        'coalesce(assembled.arrived_at, assembled.arrival_estimated_at)',
+        'coalesce(assembled.departed_at, assembled.departure_estimated_at)'
+    ) }} as transit_hours,
     assembled.vessel_id,
     coalesce(assembled.current_vessel_name, vessels.vessel_name) as vessel_name,
     coalesce(assembled.current_vessel_imo, vessels.vessel_imo) as vessel_imo,
     assembled.voyage_number,
     assembled.geometry_source,
     assembled.geometry,
-    st_length_spheroid(st_flipcoordinates(assembled.geometry)) / 1000 as length_km,
+    {{ geodesic_length_km('assembled.geometry') }} as length_km,
     assembled.sailed_km,
     assembled.remaining_km
 from assembled

@@ -5,30 +5,28 @@
 -- sends a `total` line, that line is the total (it already includes the other lines).
 -- Key: container_id
 
-create or replace table analytics.container_status as
-
 with containers as (
-    select * from analytics.stg_containers
+    select * from {{ ref('stg_containers') }}
 ),
 
 shipments as (
-    select * from analytics.stg_shipments
+    select * from {{ ref('stg_shipments') }}
 ),
 
 terminals as (
-    select * from analytics.stg_terminals
+    select * from {{ ref('stg_terminals') }}
 ),
 
 holds as (
     select
         container_dlt_id,
-        list(hold_name order by hold_index) filter (where is_blocking) as active_holds,
+        array_agg(hold_name order by hold_index) filter (where is_blocking) as active_holds,
         count(*) filter (where is_blocking) as active_hold_count,
-        list(hold_name order by hold_index) filter (where not is_blocking) as pending_holds,
-        list({
-            'name': hold_name, 'status': hold_status, 'description': hold_description
-        } order by hold_index) as holds
-    from analytics.stg_container_holds
+        array_agg(hold_name order by hold_index) filter (where not is_blocking) as pending_holds,
+        array_agg({{ record([
+            ['name', 'hold_name'], ['status', 'hold_status'], ['description', 'hold_description']
+        ]) }} order by hold_index) as holds
+    from {{ ref('stg_container_holds') }}
     group by container_dlt_id
 ),
 
@@ -40,14 +38,14 @@ fees_per_currency as (
             when bool_or(fee_type = 'total') then sum(amount) filter (where fee_type = 'total')
             else sum(amount)
         end as total_amount
-    from analytics.stg_container_fees
+    from {{ ref('stg_container_fees') }}
     group by container_dlt_id, currency_code
 ),
 
 fees as (
     select
         container_dlt_id,
-        list({'currency_code': currency_code, 'amount': total_amount} order by currency_code) as fees_total_by_currency,
+        array_agg({{ record([['currency_code', 'currency_code'], ['amount', 'total_amount']]) }} order by currency_code) as fees_total_by_currency,
         count(*) as fee_currency_count
     from fees_per_currency
     group by container_dlt_id
@@ -56,8 +54,8 @@ fees as (
 fee_lines as (
     select
         container_dlt_id,
-        list({'type': fee_type, 'amount': amount, 'currency_code': currency_code} order by fee_index) as fees
-    from analytics.stg_container_fees
+        array_agg({{ record([['type', 'fee_type'], ['amount', 'amount'], ['currency_code', 'currency_code']]) }} order by fee_index) as fees
+    from {{ ref('stg_container_fees') }}
     group by container_dlt_id
 )
 
@@ -83,12 +81,12 @@ select
     containers.location_at_pod_terminal,
     containers.availability_known,
     containers.available_for_pickup,
-    coalesce(holds.active_holds, []) as active_holds,
+    coalesce(holds.active_holds, {{ empty_array('text') }}) as active_holds,
     coalesce(holds.active_hold_count, 0) as active_hold_count,
-    coalesce(holds.pending_holds, []) as pending_holds,
-    coalesce(holds.holds, []) as holds,
-    coalesce(fee_lines.fees, []) as fees,
-    coalesce(fees.fees_total_by_currency, []) as fees_total_by_currency,
+    coalesce(holds.pending_holds, {{ empty_array('text') }}) as pending_holds,
+    coalesce(holds.holds, {{ empty_array('record') }}) as holds,
+    coalesce(fee_lines.fees, {{ empty_array('record') }}) as fees,
+    coalesce(fees.fees_total_by_currency, {{ empty_array('record') }}) as fees_total_by_currency,
     coalesce(fees.fee_currency_count, 0) as fee_currency_count,
     containers.pickup_lfd as last_free_day,
     containers.pickup_lfd_line as last_free_day_line,

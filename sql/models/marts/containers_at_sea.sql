@@ -5,10 +5,8 @@
 -- `distance_to_go_km` adds the estimated full legs after it, up to the port of discharge.
 -- Key: container_id
 
-create or replace table analytics.containers_at_sea as
-
 with features as (
-    select * from analytics.stg_map_features
+    select * from {{ ref('stg_map_features') }}
 ),
 
 current_vessel as (
@@ -19,7 +17,7 @@ current_vessel as (
 partial_legs as (
     select
         container_id,
-        st_length_spheroid(st_flipcoordinates(geometry)) / 1000 as length_km
+        {{ geodesic_length_km('geometry') }} as length_km
     from features
     where feature_type = 'estimated_partial_leg'
 ),
@@ -28,7 +26,7 @@ full_legs as (
     select
         container_id,
         ports_sequence,
-        st_length_spheroid(st_flipcoordinates(geometry)) / 1000 as length_km
+        {{ geodesic_length_km('geometry') }} as length_km
     from features
     where feature_type = 'estimated_full_legs'
 ),
@@ -50,16 +48,16 @@ pod as (
         container_id,
         port_name as pod_name,
         eta_at as pod_eta_at
-    from analytics.port_calls
+    from {{ ref('port_calls') }}
     where label = 'POD'
 ),
 
 containers as (
-    select * from analytics.stg_containers
+    select * from {{ ref('stg_containers') }}
 ),
 
 shipments as (
-    select * from analytics.stg_shipments
+    select * from {{ ref('stg_shipments') }}
 )
 
 select

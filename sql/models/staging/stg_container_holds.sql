@@ -3,23 +3,15 @@
 -- terminal reports now: status `hold` (blocks pickup) or `pending`.
 -- Key: container_dlt_id, hold_index
 
-create or replace table analytics.stg_container_holds as
-
-with contract as (
+with source as (
     -- the child table exists only once some container had a hold; until then this reads as empty
-    select
-        null::varchar as _dlt_parent_id,
-        null::bigint as _dlt_list_idx,
-        null::varchar as name,
-        null::varchar as status,
-        null::varchar as description
-    where false
-),
-
-source as (
-    select * from contract
-    union all by name
-    select * from ocean_tracking.containers__holds_at_pod_terminal
+    {{ contract_source('containers__holds_at_pod_terminal', [
+        ['_dlt_parent_id', 'varchar'],
+        ['_dlt_list_idx', 'bigint'],
+        ['name', 'varchar'],
+        ['status', 'varchar'],
+        ['description', 'varchar']
+    ]) }}
 )
 
 select

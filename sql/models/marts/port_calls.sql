@@ -3,15 +3,13 @@
 -- Grain: one row per port call per container (`ports_sequence` 1 = POL ... `ports_total` = POD).
 -- Key: container_id, ports_sequence
 
-create or replace table analytics.port_calls as
-
 with ports as (
-    select * from analytics.stg_map_features
+    select * from {{ ref('stg_map_features') }}
     where feature_type = 'port'
 ),
 
 containers as (
-    select * from analytics.stg_containers
+    select * from {{ ref('stg_containers') }}
 )
 
 select
@@ -40,7 +38,7 @@ select
         when ports.inbound_ata_at is not null then 'arrived'
         else 'expected'
     end as call_status,
-    round(epoch(ports.outbound_atd_at - ports.inbound_ata_at) / 3600, 2) as dwell_hours,
+    {{ hours_between('ports.outbound_atd_at', 'ports.inbound_ata_at') }} as dwell_hours,
     st_x(ports.geometry) as longitude,
     st_y(ports.geometry) as latitude,
     ports.geometry,

@@ -6,10 +6,8 @@
 -- hours, not INTERVALs: Parquet (the lake's files) and most warehouses cannot store a negative interval.
 -- Key: shipment_id, eta_version
 
-create or replace table analytics.shipment_eta_history as
-
 with versions as (
-    select * from analytics.stg_shipment_eta_versions
+    select * from {{ ref('stg_shipment_eta_versions') }}
 ),
 
 flagged as (
@@ -36,7 +34,7 @@ eta_versions as (
     select
         shipment_id,
         eta_version,
-        any_value(pod_eta_at) as pod_eta_at,
+        {{ any_value('pod_eta_at') }} as pod_eta_at,
         min(valid_from) as valid_from,
         -- the current version has no valid_to; keep it open
         case when bool_or(valid_to is null) then null else max(valid_to) end as valid_to
@@ -53,7 +51,7 @@ with_previous as (
 ),
 
 shipments as (
-    select * from analytics.stg_shipments
+    select * from {{ ref('stg_shipments') }}
 )
 
 select
@@ -66,9 +64,9 @@ select
     with_previous.valid_to is null as is_current,
     with_previous.pod_eta_at,
     with_previous.previous_pod_eta_at,
-    round(epoch(with_previous.pod_eta_at - with_previous.previous_pod_eta_at) / 3600, 2) as eta_change_hours,
+    {{ hours_between('with_previous.pod_eta_at', 'with_previous.previous_pod_eta_at') }} as eta_change_hours,
     shipments.pod_original_eta_at,
-    round(epoch(with_previous.pod_eta_at - shipments.pod_original_eta_at) / 3600, 2) as eta_vs_original_hours
+    {{ hours_between('with_previous.pod_eta_at', 'shipments.pod_original_eta_at') }} as eta_vs_original_hours
 from with_previous
 left join shipments
     on with_previous.shipment_id = shipments.shipment_id

@@ -1,0 +1,98 @@
+-- stg_map_features: route-map GeoJSON features of each container (ports, current vessel, past vessel
+-- tracks, estimated legs) with typed properties and GEOMETRY columns (WGS84, x = longitude, y = latitude).
+-- `geometry` keeps the coordinates as sent; `geometry_split` is cut at the antimeridian for maps.
+-- Grain: one row per feature per container (the container's latest map snapshot).
+-- Key: container_id, feature_index
+
+with source as (
+    {{ contract_source('map_features', [
+        ['container_id', 'varchar'],
+        ['feature_index', 'integer'],
+        ['feature_type', 'varchar'],
+        ['ports_sequence', 'bigint'],
+        ['ports_total', 'bigint'],
+        ['point_count', 'bigint'],
+        ['location_id', 'varchar'],
+        ['name', 'varchar'],
+        ['state_abbr', 'varchar'],
+        ['country_code', 'varchar'],
+        ['country', 'varchar'],
+        ['time_zone', 'varchar'],
+        ['label', 'varchar'],
+        ['inbound_eta_at', 'timestamptz'],
+        ['inbound_ata_at', 'timestamptz'],
+        ['outbound_etd_at', 'timestamptz'],
+        ['outbound_atd_at', 'timestamptz'],
+        ['updated_at', 'timestamptz'],
+        ['vessel_id', 'varchar'],
+        ['vessel_name', 'varchar'],
+        ['vessel_imo', 'varchar'],
+        ['voyage_number', 'varchar'],
+        ['vessel_location_timestamp', 'timestamptz'],
+        ['vessel_location_heading', 'double'],
+        ['vessel_location_speed', 'double'],
+        ['departure_port_id', 'varchar'],
+        ['departure_port_name', 'varchar'],
+        ['departure_port_label', 'varchar'],
+        ['departure_port_atd', 'timestamptz'],
+        ['arrival_port_id', 'varchar'],
+        ['arrival_port_name', 'varchar'],
+        ['arrival_port_label', 'varchar'],
+        ['arrival_port_eta', 'timestamptz'],
+        ['start_time', 'timestamptz'],
+        ['end_time', 'timestamptz'],
+        ['previous_port_id', 'varchar'],
+        ['next_port_id', 'varchar'],
+        ['current_port_id', 'varchar'],
+        ['geometry', 'blob'],
+        ['geometry_split', 'blob'],
+        ['geometry_error', 'varchar']
+    ]) }}
+)
+
+select
+    container_id,
+    feature_index,
+    feature_type,
+    ports_sequence,
+    ports_total,
+    point_count,
+    -- port
+    location_id,
+    name as port_name,
+    state_abbr,
+    country_code,
+    country,
+    time_zone,
+    label,
+    inbound_eta_at,
+    inbound_ata_at,
+    outbound_etd_at,
+    outbound_atd_at,
+    updated_at,
+    -- vessel (current_vessel; past_vessel_locations carries vessel_id only)
+    vessel_id,
+    vessel_name,
+    vessel_imo,
+    voyage_number,
+    vessel_location_timestamp,
+    vessel_location_heading,
+    vessel_location_speed,
+    departure_port_id,
+    departure_port_name,
+    departure_port_label,
+    departure_port_atd,
+    arrival_port_id,
+    arrival_port_name,
+    arrival_port_label,
+    arrival_port_eta,
+    -- tracks and estimated legs
+    start_time,
+    end_time,
+    previous_port_id,
+    next_port_id,
+    current_port_id,
+    {{ geometry_from_wkb('geometry') }} as geometry,
+    {{ geometry_from_wkb('geometry_split') }} as geometry_split,
+    geometry_error
+from source

@@ -1,0 +1,90 @@
+"""`python -m pipelines sync --destination postgres` into a REAL PostgreSQL + PostGIS server: the same
+raw tables and rows as the default DuckLake, and the map features' geometries typed by PostGIS."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.settings import DATASET_NAME
+from pipelines.warehouse.postgis import GEO_VIEW
+from pipelines.warehouse.tables import table_row_counts
+from tests.conftest import FULL_KEY, lake_in
+from tests.e2e.conftest import cli_env
+
+pytestmark = pytest.mark.slow
+
+ROUTE_FEATURES = ("past_vessel_locations", "estimated_full_legs", "estimated_partial_leg")
+
+
+def _sync(server, workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    # --no-models: the analytics models run on the embedded warehouse; this compares the raw tables
+    command = [sys.executable, "-m", "pipelines", "sync", "--no-progress", "--no-models", *args]
+    result = subprocess.run(
+        command, env=cli_env(server.base_url, workdir, SOURCES__OCEAN_TRACKING__APP_URL=server.app_url, **env),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert FULL_KEY not in result.stdout + result.stderr
+    return result
+
+
+def _postgres_row_counts(database) -> dict[str, int]:
+    tables = database.query(
+        "select table_name from information_schema.tables where table_schema = %s and table_type = 'BASE TABLE' "
+        "and table_name not like '\\_dlt%%' order by table_name",
+        (DATASET_NAME,),
+    )
+    return {
+        table: database.query(f'select count(*) from {DATASET_NAME}."{table}"')[0][0] for (table,) in tables
+    }
+
+
+def test_postgres_holds_the_same_raw_tables_as_the_lake_with_postgis_geometries(
+    fresh_sandbox, postgres_database, tmp_path
+):
+    _sync(fresh_sandbox, tmp_path / "pg", "--destination", "postgres",
+          DESTINATION__POSTGRES__CREDENTIALS=postgres_database.dsn)  # fmt: skip
+    _sync(fresh_sandbox, tmp_path / "lake")  # the default destination: lake_in(tmp_path / "lake" / "data")
+    lake = lake_in(tmp_path / "lake" / "data")
+
+    in_postgres, in_lake = _postgres_row_counts(postgres_database), table_row_counts(lake, DATASET_NAME)
+    assert in_postgres == in_lake
+    assert in_lake["shipments"] > 0 and in_lake["map_features"] > 0
+
+    # the view types both WKB columns as geometry(Geometry, 4326), and every value carries that SRID
+    registered = postgres_database.query(
+        "select f_geometry_column, srid, type from geometry_columns "
+        "where f_table_schema = %s and f_table_name = %s order by 1",
+        (DATASET_NAME, GEO_VIEW),
+    )
+    assert registered == [("geometry", 4326, "GEOMETRY"), ("geometry_split", 4326, "GEOMETRY")]
+    [(rows, srids)] = postgres_database.query(
+        f"select count(*), array_agg(distinct st_srid(geometry)) from {DATASET_NAME}.{GEO_VIEW} "
+        "where geometry is not null"
+    )
+    assert rows > 0 and srids == [4326]
+    # the raw table's columns say what they hold
+    [(comment,)] = postgres_database.query(
+        f"select col_description('{DATASET_NAME}.map_features'::regclass, ordinal_position::int) "
+        "from information_schema.columns where table_schema = %s and table_name = 'map_features' "
+        "and column_name = 'geometry'",
+        (DATASET_NAME,),
+    )
+    assert "EPSG:4326" in comment
+
+    # every route's length, PostGIS against DuckDB spatial on the lake's copy of the same feature
+    lengths = (
+        f"select container_id, feature_index, st_length(geometry), st_length(geometry_split) "
+        f"from {DATASET_NAME}.{GEO_VIEW} where feature_type in {ROUTE_FEATURES} and geometry is not null"
+    )
+    by_postgis = {(c, i): (a, b) for c, i, a, b in postgres_database.query(lengths)}
+    with lake.connect(read_only=True) as con:
+        by_duckdb = {(c, i): (a, b) for c, i, a, b in con.execute(lengths).fetchall()}
+    assert by_postgis and by_postgis.keys() == by_duckdb.keys()
+    for key, (length, split_length) in by_postgis.items():
+        assert length == pytest.approx(by_duckdb[key][0], abs=1e-6), key
+        assert split_length == pytest.approx(by_duckdb[key][1], abs=1e-6), key
