@@ -82,6 +82,7 @@ def load_waiting(pipeline: dlt.Pipeline, target: Target) -> LoadInfo:
     if store.is_lake:
         try:
             with store.writing():
+                store.prepare_for_load()
                 return pipeline.load()
         except WarehouseLockedError as error:
             raise WarehouseLockedError(f"{error} {kept}") from None
