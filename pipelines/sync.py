@@ -29,8 +29,8 @@ from pipelines.extract.source import history_without_scd2, ocean_tracking
 from pipelines.settings import SOURCE_NAME
 from pipelines.warehouse.destinations import Target, make_pipeline
 from pipelines.warehouse.locks import WarehouseLockedError, connect_waiting, locked_error
-from pipelines.warehouse.models import build_models
-from pipelines.warehouse.postgis import publish_geometry_view, unreachable
+from pipelines.warehouse.models import build_models, build_models_in_postgres
+from pipelines.warehouse.postgis import is_postgres, publish_geometry_view, unreachable
 from pipelines.warehouse.tables import create_geometry_view, table_row_counts
 
 logger = logging.getLogger(__name__)
@@ -200,8 +200,8 @@ def sync_account(
 ) -> SyncResult:
     """Extract the whole account through `client` into `target`, then build the analytics models.
 
-    Models are built by `dbt build` on the embedded warehouse (a DuckLake or a DuckDB file); other
-    destinations get the raw tables only (run `dbt build --target postgres` there, see sql/README.md). Too many failed items do not raise here: the caller reports the sync, then calls
+    Models are built by `dbt build` on the embedded warehouse (a DuckLake or a DuckDB file) and on
+    PostgreSQL; other destinations get the raw tables only (run dbt there by hand, see sql/README.md). Too many failed items do not raise here: the caller reports the sync, then calls
     `raise_if_excessive(result.loaded.issues)`."""
     pipeline = make_pipeline(target, pipelines_dir)
     source = ocean_tracking(client=client, include_maps=include_maps, map_refresh_seconds=map_refresh_seconds)
@@ -209,6 +209,9 @@ def sync_account(
     store = target.store
     if store is not None:
         if models:
-            result.model_rows = build_models(store, app_url=client.settings.app_url)
+            result.model_rows = build_models(store, app_url=client.settings.app_url, raw_schema=target.dataset_name)
         result.row_counts = table_row_counts(store, target.dataset_name)
+    elif models and is_postgres(pipeline):
+        result.model_rows = build_models_in_postgres(pipeline, app_url=client.settings.app_url,
+                                                     raw_schema=target.dataset_name)  # fmt: skip
     return result

@@ -13,15 +13,21 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import ModelBuildError
-from pipelines.settings import ANALYTICS_SCHEMA
+from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
 from pipelines.warehouse.store import WarehouseStore
+
+if TYPE_CHECKING:  # the Dagster definitions import this module, and must not import dlt
+    import dlt
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +41,7 @@ PARSE_COMMAND = "dbt parse --project-dir sql --profiles-dir sql"
 INDIRECT_SELECTION = ["--indirect-selection", "cautious"]
 # nothing on the console (the CLI prints one line per model, or the one-line error); the log in sql/logs
 QUIET_CONSOLE = ["--log-level", "none", "--log-level-file", "info", "--log-path", str(SQL_DIR / "logs")]
+POSTGRES_PASSWORD_ENV = "DBT_ENV_SECRET_PG_PASSWORD"
 PREVIEW_ROWS = 5
 PREVIEW_CELL_CHARS = 60
 
@@ -68,12 +75,13 @@ def dbt_target(store: WarehouseStore) -> str:
     return "ducklake" if store.is_lake else "duckdb"
 
 
-def dbt_vars(store: WarehouseStore, *, app_url: str) -> dict[str, str]:
-    """The `--vars` of a build in `store`: the deep links' `app_url`, and where the warehouse is (the
-    profile's defaults are only for runs by hand)."""
+def dbt_vars(store: WarehouseStore, *, app_url: str, raw_schema: str = DATASET_NAME) -> dict[str, str]:
+    """The `--vars` of a build in `store`: the deep links' `app_url`, the schema dlt loaded the raw
+    tables into, and where the warehouse is (the profile's defaults are only for runs by hand)."""
+    common = {"app_url": app_url, "raw_schema": raw_schema}
     if store.is_lake:
-        return {"app_url": app_url, "lake_catalog": store.catalog or "", "lake_data_path": store.data_path or ""}
-    return {"app_url": app_url, "duckdb_path": str(store.duckdb_file.resolve())}
+        return {**common, "lake_catalog": store.catalog or "", "lake_data_path": store.data_path or ""}
+    return {**common, "duckdb_path": str(store.duckdb_file.resolve())}
 
 
 def dbt_args(command: str, *, target: str, variables: dict[str, Any], select: list[str] | None = None) -> list[str]:
@@ -132,11 +140,56 @@ def run_dbt(args: list[str]) -> Any:
     raise ModelBuildError(line)
 
 
-def build_models(store: WarehouseStore, *, app_url: str, select: list[str] | None = None) -> dict[str, int]:
+def postgres_profile_env(credentials: Any) -> dict[str, str]:
+    """The `postgres` target's environment (sql/profiles.yml) for dlt's Postgres credentials. The password
+    goes in `DBT_ENV_SECRET_PG_PASSWORD`: dbt scrubs the values of `DBT_ENV_SECRET_*` from its logs."""
+    return {
+        "OCEAN_TRACKING_PG_HOST": str(credentials.host),
+        "OCEAN_TRACKING_PG_PORT": str(credentials.port or 5432),
+        "OCEAN_TRACKING_PG_USER": str(credentials.username),
+        "OCEAN_TRACKING_PG_DATABASE": str(credentials.database),
+        POSTGRES_PASSWORD_ENV: str(credentials.password or ""),
+    }
+
+
+@contextmanager
+def _environment(variables: dict[str, str]) -> Iterator[None]:
+    """Set `variables` in this process's environment for the block (dbt's profile reads them), then put
+    back what was there."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def build_models_in_postgres(pipeline: dlt.Pipeline, *, app_url: str, raw_schema: str = DATASET_NAME) -> dict[str, int]:
+    """`dbt build --target postgres` on the PostgreSQL database `pipeline` loads (its own credentials),
+    after a sync there: the same models and tests as on the embedded warehouse, the geometry through
+    PostGIS. Returns the rows of every model; a failing model or test raises one line."""
+    credentials = pipeline.destination_client().config.credentials
+    variables = {"app_url": app_url, "raw_schema": raw_schema}
+    with _environment(postgres_profile_env(credentials)):
+        run_dbt(dbt_args("build", target="postgres", variables=variables))
+    names = [model.name for model in project_models()]
+    with pipeline.sql_client() as client:
+        built = {row[0] for row in client.execute_sql(
+            "select table_name from information_schema.tables where table_schema = %s", ANALYTICS_SCHEMA)}
+        return {name: client.execute_sql(f'select count(*) from {ANALYTICS_SCHEMA}."{name}"')[0][0]
+                for name in names if name in built}  # fmt: skip
+
+
+def build_models(store: WarehouseStore, *, app_url: str, select: list[str] | None = None,
+                 raw_schema: str = DATASET_NAME) -> dict[str, int]:
     """`dbt build` (every model, then its tests, upstream first) into `store` under its writer lock;
     returns the rows of every model in the warehouse after it. A failing model or test raises one line
     (`ModelBuildError`)."""
-    variables = dbt_vars(store, app_url=app_url)
+    variables = dbt_vars(store, app_url=app_url, raw_schema=raw_schema)
     with store.writing():
         run_dbt(dbt_args("build", target=dbt_target(store), variables=variables, select=select))
     names = [model.name for model in project_models()]

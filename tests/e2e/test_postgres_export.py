@@ -1,5 +1,6 @@
 """`python -m pipelines sync --destination postgres` into a REAL PostgreSQL + PostGIS server: the same
-raw tables and rows as the default DuckLake, and the map features' geometries typed by PostGIS."""
+raw tables and rows as the default DuckLake, the map features' geometries typed by PostGIS, and the same
+dbt models (built by the sync, their tests green) with the same rows and geodesic lengths."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.settings import DATASET_NAME
+from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
+from pipelines.warehouse.models import project_models
 from pipelines.warehouse.postgis import GEO_VIEW
 from pipelines.warehouse.tables import table_row_counts
 from tests.conftest import FULL_KEY, lake_in
@@ -21,8 +23,7 @@ ROUTE_FEATURES = ("past_vessel_locations", "estimated_full_legs", "estimated_par
 
 
 def _sync(server, workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    # --no-models: the analytics models run on the embedded warehouse; this compares the raw tables
-    command = [sys.executable, "-m", "pipelines", "sync", "--no-progress", "--no-models", *args]
+    command = [sys.executable, "-m", "pipelines", "sync", "--no-progress", *args]
     result = subprocess.run(
         command, env=cli_env(server.base_url, workdir, SOURCES__OCEAN_TRACKING__APP_URL=server.app_url, **env),
         capture_output=True, text=True, timeout=300,
@@ -32,22 +33,21 @@ def _sync(server, workdir: Path, *args: str, **env: str) -> subprocess.Completed
     return result
 
 
-def _postgres_row_counts(database) -> dict[str, int]:
+def _postgres_row_counts(database, schema: str = DATASET_NAME) -> dict[str, int]:
     tables = database.query(
         "select table_name from information_schema.tables where table_schema = %s and table_type = 'BASE TABLE' "
         "and table_name not like '\\_dlt%%' order by table_name",
-        (DATASET_NAME,),
+        (schema,),
     )
-    return {
-        table: database.query(f'select count(*) from {DATASET_NAME}."{table}"')[0][0] for (table,) in tables
-    }
+    return {table: database.query(f'select count(*) from {schema}."{table}"')[0][0] for (table,) in tables}
 
 
 def test_postgres_holds_the_same_raw_tables_as_the_lake_with_postgis_geometries(
     fresh_sandbox, postgres_database, tmp_path
 ):
-    _sync(fresh_sandbox, tmp_path / "pg", "--destination", "postgres",
-          DESTINATION__POSTGRES__CREDENTIALS=postgres_database.dsn)  # fmt: skip
+    synced = _sync(fresh_sandbox, tmp_path / "pg", "--destination", "postgres",
+                   DESTINATION__POSTGRES__CREDENTIALS=postgres_database.dsn)  # fmt: skip
+    assert postgres_database.dsn.split(":")[2].split("@")[0] not in synced.stdout + synced.stderr  # the password
     _sync(fresh_sandbox, tmp_path / "lake")  # the default destination: lake_in(tmp_path / "lake" / "data")
     lake = lake_in(tmp_path / "lake" / "data")
 
@@ -88,3 +88,24 @@ def test_postgres_holds_the_same_raw_tables_as_the_lake_with_postgis_geometries(
     for key, (length, split_length) in by_postgis.items():
         assert length == pytest.approx(by_duckdb[key][0], abs=1e-6), key
         assert split_length == pytest.approx(by_duckdb[key][1], abs=1e-6), key
+
+    # the sync built every dbt model there (a failing model or test fails the sync): same rows as the lake
+    models = {model.name for model in project_models()}
+    in_postgres_models = _postgres_row_counts(postgres_database, ANALYTICS_SCHEMA)
+    assert set(in_postgres_models) == models
+    assert in_postgres_models == table_row_counts(lake, ANALYTICS_SCHEMA)
+    assert sum(in_postgres_models.values()) > 0
+
+    # geodesic leg lengths: PostGIS (geography) against DuckDB spatial (spheroid), relative 1e-6
+    legs = "select container_id, leg_sequence, length_km from analytics.voyage_legs where length_km is not null"
+    by_postgis = {(c, i): km for c, i, km in postgres_database.query(legs)}
+    with lake.connect(read_only=True) as con:
+        by_duckdb = {(c, i): km for c, i, km in con.execute(legs).fetchall()}
+    assert by_postgis and by_postgis.keys() == by_duckdb.keys()
+    for key, km in by_postgis.items():
+        assert km == pytest.approx(by_duckdb[key], rel=1e-6), key
+
+    # deep links: PostgreSQL's url encoding (a dispatch macro) gives DuckDB's links
+    links = "select kind, id, url from analytics.deep_links"
+    with lake.connect(read_only=True) as con:
+        assert set(postgres_database.query(links)) == set(con.execute(links).fetchall())
