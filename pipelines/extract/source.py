@@ -168,8 +168,9 @@ def ocean_tracking(
                 documents = issues.fetch("transport_events", container_id, _all_pages, client, path)
                 if documents is None:
                     continue  # not recorded: the next sync asks again
-                for document in documents:
-                    rows.extend(rows_by_type(document).get("transport_event", []))
+                for document in documents:  # all its events: those the page included are there already
+                    rows.extend(row for row in rows_by_type(document).get("transport_event", [])
+                                if row["id"] not in known)  # fmt: skip
             log.get().record("transport_events", container_id, value)
         return rows
 
@@ -299,6 +300,9 @@ def ocean_tracking(
     # streams staging into the table instead of ranking every row by key, which holds the geometry blobs
     # in memory (it ran out under the load's memory limit at 10k shipments).
     map_features.apply_hints(additional_table_hints={"x-stage-data-deduplicated": True})
+    # Likewise a container's events: its bundle (or its events fetched apart) is loaded at most once a sync
+    # (`fetch_log.ONCE_A_SYNC_KINDS`), and an event belongs to one container.
+    transport_events.apply_hints(additional_table_hints={"x-stage-data-deduplicated": True})
 
     @dlt.resource(primary_key="id", write_disposition="merge", columns=_column_hints("tracking_requests"))
     def tracking_requests(

@@ -137,3 +137,28 @@ def test_only_changed_bundles_load_and_rows_of_no_shipment_always_do(page):
     assert [row["id"] for row in loaded.changed_rows("shipment")] == ["s2"]
     assert [row["id"] for row in loaded.changed_rows("container")] == ["c2"]
     assert [row["id"] for row in loaded.changed_rows("transport_event")] == ["e2", "e9"]
+
+
+def test_a_shipment_back_on_a_later_page_is_loaded_once_a_sync(page):
+    """The list shifted while it was paged: the same bundle again (or a newer version of it) loads no row
+    twice, since `transport_events` is merged without ranking its staged rows; the next sync loads the
+    newer version, its logged digest being the first one's."""
+    owners = owners_of(page)
+    log = _log([])
+    assert changed_bundles(page, owners, log) == {"s1", "s2"}
+    assert changed_bundles(page, owners, log) == set()  # the same page again
+    page["transport_event"][1]["code"] = "discharged"
+    assert changed_bundles(page, owners, log) == set()  # s2 changed since: not in this sync
+    [item] = log.pending()
+    next_sync = _log([(row["kind"], row["item_id"], row["digest"]) for row in item.data])
+    assert changed_bundles(page, owners, next_sync) == {"s2"}
+
+
+def test_a_containers_events_are_fetched_apart_once_a_sync():
+    log = _log([])
+    events = [("c1", digest(["e1", "e2"]))]
+    assert log.changed("transport_events", events) == [True]
+    log.record("transport_events", "c1", events[0][1])
+    assert log.changed("transport_events", events) == [False]
+    assert log.changed("transport_events", [("c1", digest(["e1", "e2", "e3"]))]) == [False]
+    assert log.changed("transport_events", [("c2", 1)]) == [True]
