@@ -20,12 +20,12 @@ terminals as (
 holds as (
     select
         container_dlt_id,
-        array_agg(hold_name order by hold_index) filter (where is_blocking) as active_holds,
+        array_agg(hold_name order by hold_index nulls first) filter (where is_blocking) as active_holds,
         count(*) filter (where is_blocking) as active_hold_count,
-        array_agg(hold_name order by hold_index) filter (where not is_blocking) as pending_holds,
+        array_agg(hold_name order by hold_index nulls first) filter (where not is_blocking) as pending_holds,
         array_agg({{ record([
             ['name', 'hold_name'], ['status', 'hold_status'], ['description', 'hold_description']
-        ]) }} order by hold_index) as holds
+        ]) }} order by hold_index nulls first) as holds
     from {{ ref('stg_container_holds') }}
     group by container_dlt_id
 ),
@@ -45,7 +45,7 @@ fees_per_currency as (
 fees as (
     select
         container_dlt_id,
-        array_agg({{ record([['currency_code', 'currency_code'], ['amount', 'total_amount']]) }} order by currency_code) as fees_total_by_currency,
+        array_agg({{ record([['currency_code', 'currency_code'], ['amount', 'total_amount']]) }} order by currency_code nulls first) as fees_total_by_currency,
         count(*) as fee_currency_count
     from fees_per_currency
     group by container_dlt_id
@@ -54,7 +54,7 @@ fees as (
 fee_lines as (
     select
         container_dlt_id,
-        array_agg({{ record([['type', 'fee_type'], ['amount', 'amount'], ['currency_code', 'currency_code']]) }} order by fee_index) as fees
+        array_agg({{ record([['type', 'fee_type'], ['amount', 'amount'], ['currency_code', 'currency_code']]) }} order by fee_index nulls first) as fees
     from {{ ref('stg_container_fees') }}
     group by container_dlt_id
 )

@@ -20,13 +20,13 @@ flagged as (
             else 1
         end as is_change
     from versions
-    window by_time as (partition by shipment_id order by valid_from)
+    window by_time as (partition by shipment_id order by valid_from nulls first)
 ),
 
 numbered as (
     select
         *,
-        (sum(is_change) over (partition by shipment_id order by valid_from rows unbounded preceding))::integer as eta_version
+        (sum(is_change) over (partition by shipment_id order by valid_from nulls first rows unbounded preceding))::integer as eta_version
     from flagged
 ),
 
@@ -45,7 +45,7 @@ eta_versions as (
 with_previous as (
     select
         *,
-        lag(pod_eta_at) over (partition by shipment_id order by eta_version) as previous_pod_eta_at,
+        lag(pod_eta_at) over (partition by shipment_id order by eta_version nulls first) as previous_pod_eta_at,
         (count(*) over (partition by shipment_id))::integer as eta_version_count
     from eta_versions
 ),
