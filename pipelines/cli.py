@@ -107,8 +107,10 @@ def print_summary(target: Target, result: SyncResult, seconds: float) -> None:
     """Rows per table and model, then what the sync spent of the rate budget."""
     if result.loaded.finished_pending_load:
         console.print("Finished the load an interrupted sync had left pending, then synced afresh.")
-    if target.store is not None:
-        counts = Table(title=f"Rows in {target.store.place}")
+    if target.store is not None or result.model_rows:  # the models built on a server (PostgreSQL) too
+        destination = getattr(target.destination, "destination_name", target.destination)  # a name or a factory
+        place = target.store.place if target.store is not None else destination
+        counts = Table(title=f"Rows in {place}")
         counts.add_column("table")
         counts.add_column("rows", justify="right")
         for table, rows in result.row_counts.items():

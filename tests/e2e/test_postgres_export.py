@@ -60,6 +60,7 @@ def test_postgres_holds_the_same_raw_tables_as_the_lake_with_postgis_geometries(
     synced = _sync(held_sandbox, tmp_path / "pg", "--destination", "postgres",
                    DESTINATION__POSTGRES__CREDENTIALS=postgres_database.dsn)  # fmt: skip
     assert postgres_database.dsn.split(":")[2].split("@")[0] not in synced.stdout + synced.stderr  # the password
+    assert "Rows in postgres" in synced.stdout and "analytics.voyage_legs" in synced.stdout
     _sync(held_sandbox, tmp_path / "lake")  # the default destination: lake_in(tmp_path / "lake" / "data")
     lake = lake_in(tmp_path / "lake" / "data")
 
