@@ -46,6 +46,7 @@ class SlowRelay:
         self.upstream, self.hold = port, hold
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
+        self.connections = 0  # accepted so far: a process has started talking once this moves
         threading.Thread(target=self._accept, daemon=True).start()
 
     def url(self, base_url: str) -> str:
@@ -62,6 +63,7 @@ class SlowRelay:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            self.connections += 1
             server = socket.create_connection(("127.0.0.1", self.upstream))
             threading.Thread(target=self._requests, args=(client, server), daemon=True).start()
             threading.Thread(target=self._answers, args=(server, client), daemon=True).start()
@@ -136,8 +138,14 @@ def test_killed_twenty_times_then_completed_uploads_each_file_once(make_sandbox,
     try:
         for _ in range(KILLS):
             before = routes(server)
+            connections = relay.connections
             process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(moments.uniform(0.2, 2.5))
+            # kill moments count from the first request, not from the start: a loaded machine's slower
+            # start-up (imports) would otherwise eat the window, and the kills land before any batch works
+            deadline = time.monotonic() + 30
+            while relay.connections == connections and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(moments.uniform(0.0, 1.5))
             running = process.poll() is None
             process.send_signal(signal.SIGKILL)
             process.wait(30)
