@@ -142,3 +142,21 @@ def pipelines_dir(default: Path) -> Path:
 def limiter_path() -> Path:
     """The host-wide rate limiter's SQLite file, shared by every process on the host."""
     return Path(tempfile.gettempdir()) / SOURCE_NAME / "ratelimit.sqlite"
+
+
+# ---- alerts (assets/alerts.py): run and asset-check failures posted outside the UI ----------------------
+# Both sensors start RUNNING only when a webhook URL or an SMTP host is set when the code location loads.
+# The values are read when an alert is sent; the webhook URL (it may carry a token) and the SMTP password
+# are secrets: never logged, never in an event, redacted from error messages.
+ALERT_WEBHOOK_URL_ENV = "OCEAN_TRACKING_ALERT_WEBHOOK_URL"  # JSON is POSTed here
+ALERT_UI_URL_ENV = "OCEAN_TRACKING_ALERT_UI_URL"  # the Dagster UI's base URL, for a link to the run
+ALERT_TIMEOUT_ENV = "OCEAN_TRACKING_ALERT_TIMEOUT_SECONDS"  # per attempt, webhook and SMTP alike
+ALERT_SMTP_HOST_ENV = "OCEAN_TRACKING_ALERT_SMTP_HOST"
+ALERT_SMTP_PORT_ENV = "OCEAN_TRACKING_ALERT_SMTP_PORT"  # default: 465 for ssl, 587 for starttls, 25 for none
+ALERT_SMTP_SECURITY_ENV = "OCEAN_TRACKING_ALERT_SMTP_SECURITY"  # starttls (default), ssl or none
+ALERT_SMTP_USER_ENV = "OCEAN_TRACKING_ALERT_SMTP_USER"  # log in only when set
+ALERT_SMTP_PASSWORD_ENV = "OCEAN_TRACKING_ALERT_SMTP_PASSWORD"
+ALERT_EMAIL_FROM_ENV = "OCEAN_TRACKING_ALERT_EMAIL_FROM"  # default: the SMTP user, else a localhost one
+ALERT_EMAIL_TO_ENV = "OCEAN_TRACKING_ALERT_EMAIL_TO"  # comma-separated recipients
+DEFAULT_ALERT_TIMEOUT_SECONDS = 5.0  # three attempts on two channels stay within a sensor tick (60 s)
+ALERT_ATTEMPTS = 3  # per message and channel; a channel that failed them all rests a minute (assets.alerts)
