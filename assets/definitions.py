@@ -19,6 +19,8 @@ import os
 
 import dagster as dg
 
+from assets.alerts import alert_sensors
+from assets.automation import automation_sensor, with_automation
 from assets.checks import ingest_checks
 from assets.ingest import ocean_tracking_assets
 from assets.maintenance import lake_maintenance, lake_maintenance_job, lake_maintenance_schedule
@@ -66,10 +68,14 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
 
 
 defs = dg.Definitions(
-    assets=[ocean_tracking_assets, *model_assets, *map_assets, lake_maintenance],
+    assets=with_automation([ocean_tracking_assets, *model_assets, *map_assets, lake_maintenance]),
     asset_checks=ingest_checks,  # the models' checks are their dbt tests, part of model_assets
     jobs=[full_sync_job, refresh_job, follow_up_job, lake_maintenance_job, *writeback_jobs],
     schedules=[full_sync_schedule, refresh_schedule, lake_maintenance_schedule],
-    sensors=[pending_tracking_requests_sensor],
+    sensors=[pending_tracking_requests_sensor, automation_sensor, *alert_sensors],
     resources=build_resources(),
+    # Every run (scheduled, sensor, automation, UI) executes its steps in the run worker's one process:
+    # the code location is imported once a run, not once a step, and steps share it one after the other,
+    # which the one-slot pool and the writer lock required anyway (see BENCHMARKS.md, daemon runs).
+    executor=dg.in_process_executor,
 )

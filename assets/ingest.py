@@ -25,7 +25,7 @@ import dagster as dg
 
 from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
 from pipelines.settings import DATASET_NAME, pipelines_dir
-from pipelines.warehouse.tables import table_row_counts
+from pipelines.warehouse.tables import last_loaded_at, table_row_counts
 
 if TYPE_CHECKING:
     import dlt
@@ -119,20 +119,27 @@ def column_schema(schema: "dlt.Schema", table: str) -> dg.TableSchema:
     )
 
 
-def api_metadata(stats: Mapping[str, Any]) -> dict[str, Any]:
-    """What the run spent of the rate budget, as asset metadata: requests per bucket, 429s received,
-    seconds waited on the limiter. Built from `client.stats()`, which never holds the key."""
-    requests_by_bucket = {bucket: int(count) for bucket, count in sorted(stats["requests"].items())}
+def api_spend_tags(stats: Mapping[str, Any]) -> dict[str, str]:
+    """What a run spent of the rate budget, as run tags (once a run, not on every table it loaded):
+    requests sent, 429s received, retries, seconds waited on the limiter. Built from `client.stats()`,
+    which never holds the key. Tags are strings; the UI shows them on the run and filters runs by them."""
     return {
-        "api_requests_total": dg.MetadataValue.int(sum(requests_by_bucket.values())),
-        "api_requests_by_bucket": dg.MetadataValue.json(requests_by_bucket),
-        "api_responses_429": dg.MetadataValue.int(int(stats["responses_429"])),
-        "api_retries": dg.MetadataValue.int(int(stats["retries"])),
-        "api_limiter_wait_seconds": dg.MetadataValue.float(
-            round(float(sum(stats["wait_seconds"].values())), 3)
-        ),
-        "api_retry_sleep_seconds": dg.MetadataValue.float(round(float(stats["retry_sleep_seconds"]), 3)),
+        f"{KEY_PREFIX}/api_requests": str(sum(int(count) for count in stats["requests"].values())),
+        f"{KEY_PREFIX}/api_responses_429": str(int(stats["responses_429"])),
+        f"{KEY_PREFIX}/api_retries": str(int(stats["retries"])),
+        f"{KEY_PREFIX}/api_limiter_wait_seconds": f"{float(sum(stats['wait_seconds'].values())):.3f}",
     }
+
+
+def table_metadata(table: str, rows: Mapping[str, int], loaded_at: Mapping[str, float]) -> dict[str, Any]:
+    """Rows in the table now and when its data last changed (`dagster/last_updated_timestamp`, what
+    freshness reads), when the table exists."""
+    metadata: dict[str, Any] = {}
+    if table in rows:
+        metadata["dagster/row_count"] = dg.MetadataValue.int(rows[table])
+    if table in loaded_at:
+        metadata["dagster/last_updated_timestamp"] = dg.MetadataValue.timestamp(loaded_at[table])
+    return metadata
 
 
 @dg.multi_asset(
@@ -147,8 +154,8 @@ def ocean_tracking_assets(
     ocean_tracking_api: OceanTrackingApi,
     warehouse: Warehouse,
 ) -> Iterator[dg.MaterializeResult]:
-    """Load the selected tables in one dlt run (finishing an interrupted one first) and report rows,
-    columns and the API spend."""
+    """Load the selected tables in one dlt run (finishing an interrupted one first); report each table's
+    rows, columns and freshness, and the run's API spend once, as run tags."""
     # dlt and the source are imported when a run needs them, not when the definitions load
     from pipelines.extract.item_issues import TooManyItemFailuresError, raise_if_excessive
     from pipelines.extract.source import ocean_tracking
@@ -165,25 +172,27 @@ def ocean_tracking_assets(
         resources = [table for table in tables if table not in SIDE_TABLES]
         if resources and len(tables) < len(INGEST_KEYS):
             source = source.with_resources(*resources)
-        loaded = load_account(pipeline, source, target)
-        spent = api_metadata(client.stats())
+        try:
+            loaded = load_account(pipeline, source, target)
+        finally:  # what a failed run spent matters as much (429s, retries)
+            stats = client.stats()
+            context.instance.add_run_tags(context.run_id, api_spend_tags(stats))
+    context.log.info("API requests spent, by bucket: %s", json.dumps(dict(sorted(stats["requests"].items()))))
     if loaded.finished_pending_load:
         context.log.warning("Finished the load an interrupted run had left pending before this one.")
     if warning := loaded.issues.warning():
         context.log.warning(warning)
     info = loaded.load_info
     row_counts = table_row_counts(target.store, target.dataset_name)
-    context.log.info("API requests spent: %s", json.dumps(spent["api_requests_by_bucket"].value))
+    loaded_at = last_loaded_at(target.store, target.dataset_name)
     schema = pipeline.default_schema
     for table in tables:
-        counted = {"dagster/row_count": dg.MetadataValue.int(row_counts[table])} if table in row_counts else {}
         yield dg.MaterializeResult(
             asset_key=asset_key(table),
             metadata={
-                **counted,
+                **table_metadata(table, row_counts, loaded_at),
                 "dagster/column_schema": column_schema(schema, table),
                 "dlt_load_ids": dg.MetadataValue.json(list(info.loads_ids)),
-                **spent,
             },
         )
     # after the materializations: what arrived is loaded and reported, and the run still fails

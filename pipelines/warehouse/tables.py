@@ -56,3 +56,20 @@ def table_row_counts(store: WarehouseStore, dataset_name: str = DATASET_NAME, *,
             table: con.execute(f'select count(*) from {dataset_name}."{table}"').fetchone()[0]
             for table in tables
         }
+
+
+def last_loaded_at(store: WarehouseStore, dataset_name: str = DATASET_NAME) -> dict[str, float]:
+    """When each root table of a dataset last received rows, as a Unix timestamp: the newest dlt load id
+    among its rows (dlt's load ids are the load's start time). A table merged again with unchanged rows
+    keeps its time: this is how fresh the data is, not when a sync last ran."""
+    with store.connect(read_only=True) as con:
+        tables = [
+            row[0]
+            for row in con.execute(
+                "select table_name from information_schema.columns where table_catalog = current_database() "
+                "and table_schema = ? and column_name = '_dlt_load_id' and table_name not like '\\_dlt%' escape '\\'",
+                [dataset_name],
+            ).fetchall()
+        ]
+        newest = {table: con.execute(f'select max(_dlt_load_id) from {dataset_name}."{table}"').fetchone()[0] for table in tables}
+    return {table: float(load_id) for table, load_id in newest.items() if load_id is not None}

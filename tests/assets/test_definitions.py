@@ -25,7 +25,12 @@ def test_definitions_are_loadable():
         "refresh_tracking_and_maps_schedule",
         "lake_maintenance_schedule",
     }
-    assert {s.name for s in defs.sensors} == {"pending_tracking_requests_sensor"}
+    assert {s.name for s in defs.sensors} == {
+        "pending_tracking_requests_sensor",
+        "follow_upstream_changes",
+        "run_failure_alert_sensor",
+        "asset_check_failure_alert_sensor",
+    }
 
 
 def test_ingest_keys_group_deps_and_pool():
