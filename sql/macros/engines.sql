@@ -131,3 +131,14 @@ read x as latitude, so the GeoJSON coordinates are flipped first (JFK-LHR = 5,55
 {% macro app_url() -%}
     '{{ (var("app_url") | string).rstrip("/") | replace("'", "''") }}'
 {%- endmacro %}
+
+{#- Whole days from the date `earlier` to the date `later` (negative when `later` is before it). -#}
+{% macro days_between(later, earlier) -%}
+    {{ return(adapter.dispatch('days_between', 'ocean_tracking')(later, earlier)) }}
+{%- endmacro %}
+{% macro duckdb__days_between(later, earlier) -%}
+    datediff('day', {{ earlier }}, {{ later }})
+{%- endmacro %}
+{% macro default__days_between(later, earlier) -%}
+    ({{ later }} - {{ earlier }})
+{%- endmacro %}

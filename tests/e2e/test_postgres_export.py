@@ -34,11 +34,12 @@ def _sync(server, workdir: Path, *args: str, **env: str) -> subprocess.Completed
     return result
 
 
-def _postgres_row_counts(database, schema: str = DATASET_NAME) -> dict[str, int]:
+def _postgres_row_counts(database, schema: str = DATASET_NAME, *, views: bool = False) -> dict[str, int]:
+    kinds = ["BASE TABLE", "VIEW"] if views else ["BASE TABLE"]
     tables = database.query(
-        "select table_name from information_schema.tables where table_schema = %s and table_type = 'BASE TABLE' "
+        "select table_name from information_schema.tables where table_schema = %s and table_type = any(%s) "
         "and table_name not like '\\_dlt%%' order by table_name",
-        (schema,),
+        (schema, kinds),
     )
     return {table: database.query(f'select count(*) from {schema}."{table}"')[0][0] for (table,) in tables}
 
@@ -104,10 +105,17 @@ def test_postgres_holds_the_same_raw_tables_as_the_lake_with_postgis_geometries(
 
     # the sync built every dbt model there (a failing model or test fails the sync): same rows as the lake
     models = {model.name for model in project_models()}
-    in_postgres_models = _postgres_row_counts(postgres_database, ANALYTICS_SCHEMA)
+    in_postgres_models = _postgres_row_counts(postgres_database, ANALYTICS_SCHEMA, views=True)
     assert set(in_postgres_models) == models
     assert all(rows > 0 for rows in in_postgres_models.values()), in_postgres_models
-    assert in_postgres_models == table_row_counts(lake, ANALYTICS_SCHEMA)
+    assert in_postgres_models == table_row_counts(lake, ANALYTICS_SCHEMA, views=True)
+
+    # the LFDs' local dates: PostgreSQL's time zone conversion gives DuckDB's dates
+    lfds = "select container_id, last_free_day_local, last_free_day_time_zone from analytics.container_status"
+    with lake.connect(read_only=True) as con:
+        by_duckdb = set(con.execute(lfds).fetchall())
+    assert set(postgres_database.query(lfds)) == by_duckdb
+    assert any(local is not None for _, local, _ in by_duckdb)
 
     # geodesic leg lengths: PostGIS (geography) against DuckDB spatial (spheroid), relative 1e-6
     legs = "select container_id, leg_sequence, length_km from analytics.voyage_legs where length_km is not null"

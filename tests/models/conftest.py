@@ -17,10 +17,16 @@ from assets.resources import OceanTrackingApi
 from pipelines.warehouse.store import WarehouseStore
 from pipelines.warehouse.tables import table_exists
 from tests.assets.conftest import warehouse_resource
-from tests.conftest import lake_in
+from tests.conftest import lake_in, shared_dir
 from tests.e2e.conftest import sync_once
 
 APP_URL = "http://app.example"
+
+
+def reference_terminals_csv() -> Path:
+    """The Terminal49 reference list of terminals with their IANA time zones (`Time Zone`), the file the
+    dbt macro `reference_terminals` was vendored from."""
+    return shared_dir() / "reference" / "terminal49" / "terminals.csv"
 
 
 def materialize_models(

@@ -3,11 +3,13 @@ by the CLI's runner (`build_models`) on the DuckLake and on a DuckDB file."""
 
 from __future__ import annotations
 
+import csv
 import itertools
 import math
-from datetime import timedelta
+from datetime import UTC, date, timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
+from zoneinfo import ZoneInfo
 
 import dagster as dg
 import duckdb
@@ -25,7 +27,13 @@ from pipelines.warehouse.models import MODELS_DIR, build_models, dbt_args, dbt_v
 from pipelines.warehouse.store import duckdb_store
 from tests.conftest import FULL_KEY, lake_in
 from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, advance_clock, sync_once
-from tests.models.conftest import APP_URL, BuiltWarehouse, copy_lake, materialize_models
+from tests.models.conftest import (
+    APP_URL,
+    BuiltWarehouse,
+    copy_lake,
+    materialize_models,
+    reference_terminals_csv,
+)
 
 EARTH_RADIUS_KM = 6371.0088  # mean radius (IUGG)
 SINGLE_KEYS = {"stg_containers", "stg_shipments", "stg_terminals", "stg_vessels", "stg_transport_events",
@@ -69,6 +77,7 @@ def test_deps_come_from_refs_and_sources():
         _key("stg_container_holds"),
         _key("stg_container_fees"),
     }
+    assert deps[_key("container_free_time")] == {_key("container_status")}
     assert deps[_key("voyage_legs")] == {_key("port_calls"), _key("stg_map_features"), _key("stg_vessels")}
     # sources map to the ingest assets; a dlt child table to the resource that loads it
     assert deps[_key("stg_map_features")] == {dg.AssetKey(["ocean_tracking", "map_features"])}
@@ -240,6 +249,138 @@ def test_holds_block_pickup_and_pending_holds_do_not(built: BuiltWarehouse, tmp_
     # the `total` line is the USD total, not added to the lines it sums
     totals = {fee["currency_code"]: float(fee["amount"]) for fee in rows[held]["fees_total_by_currency"]}
     assert totals == {"EUR": 20.0, "USD": 150.0}
+
+
+# ---- local dates: the LFD at the terminal, and the days left (container_free_time) ----------------------
+
+
+def _expected_local_lfds(warehouse: BuiltWarehouse) -> dict[str, tuple[date | None, str | None, str | None]]:
+    """Each container's LFD date at its terminal, the zone and where the zone came from, recomputed from the
+    raw rows, the reference terminal list and the engine's zone names by the rule container_status describes."""
+    known = {row[0] for row in warehouse.query("select name from pg_timezone_names()")}
+    with reference_terminals_csv().open(newline="") as fh:
+        reference = list(csv.DictReader(fh))
+    by_firms_code = {row["Firms Code"]: row["Time Zone"] for row in reference}
+    port_zones: dict[str, set[str]] = {}
+    for row in reference:
+        port_zones.setdefault(row["Port Code"], set()).add(row["Time Zone"])
+    by_port = {port: zones.pop() for port, zones in port_zones.items() if len(zones) == 1}
+    firms_codes = dict(warehouse.query("select id, firms_code from ocean_tracking.terminals"))
+    shipments = {
+        row[0]: row[1:]
+        for row in warehouse.query(
+            "select id, pod_timezone, pod_terminal_id, port_of_discharge_locode from ocean_tracking.shipments"
+        )
+    }
+    expected = {}
+    for container_id, shipment_id, terminal_id, zone, lfd in warehouse.query(
+        "select id, shipment_id, pod_terminal_id, pod_timezone, pickup_lfd from ocean_tracking.containers"
+    ):
+        shipment_zone, shipment_terminal_id, pod_locode = shipments.get(shipment_id, (None, None, None))
+        firms_code = firms_codes.get(terminal_id or shipment_terminal_id)
+        candidates = [
+            (zone, "container"),
+            (shipment_zone, "shipment"),
+            (by_firms_code.get(firms_code), "reference_terminal"),
+            (by_port.get(pod_locode), "reference_port"),
+        ]
+        used, source = next(((name, source) for name, source in candidates if name in known), (None, None))
+        # without a zone from the API, its timestamps are local wall-clock times written as UTC
+        read_in = used if zone is not None or shipment_zone is not None else "UTC"
+        local = lfd.astimezone(ZoneInfo(read_in)).date() if lfd is not None and read_in is not None else None
+        expected[container_id] = (local, used, source)
+    return expected
+
+
+def _assert_local_lfds_and_days_left(warehouse: BuiltWarehouse) -> dict[str, dict]:
+    """container_status's local LFDs and container_free_time's days left are the recomputed ones, the days
+    counted from the date it was, at each terminal, when the view was queried. Returns the view's rows."""
+    expected = _expected_local_lfds(warehouse)
+    status = {
+        row[0]: row[1:]
+        for row in warehouse.query(
+            "select container_id, last_free_day_local, last_free_day_time_zone, last_free_day_time_zone_source"
+            " from analytics.container_status"
+        )
+    }
+    assert status == expected
+    rows = warehouse.dicts("select *, current_timestamp as queried_at from analytics.container_free_time")
+    assert len(rows) == len(expected)
+    for row in rows:
+        local, zone, source = expected[row["container_id"]]
+        assert (row["last_free_day_local"], row["last_free_day_time_zone"]) == (local, zone)
+        assert row["last_free_day_time_zone_source"] == source
+        today = row["queried_at"].astimezone(ZoneInfo(zone)).date() if zone is not None else None
+        assert row["local_today"] == today, row
+        days = (local - today).days if local is not None and today is not None else None
+        assert row["days_until_last_free_day"] == days, row
+    return {row["container_id"]: row for row in rows}
+
+
+def test_last_free_day_is_the_terminals_local_date_and_the_days_left_are_counted_now(built: BuiltWarehouse):
+    rows = _assert_local_lfds_and_days_left(built)
+    with_lfd = [row for row in rows.values() if row["last_free_day"] is not None]
+    assert with_lfd and {row["last_free_day_time_zone_source"] for row in rows.values()} == {"container"}
+    # the sandbox's LFDs end a local day (23:59:59 there): in the Americas that is already the next UTC date
+    assert any(row["last_free_day_local"] != row["last_free_day"].astimezone(UTC).date() for row in with_lfd)
+    days = {row["days_until_last_free_day"] for row in with_lfd}
+    assert None not in days
+
+
+def test_without_a_zone_from_the_api_the_reference_zone_is_used(built: BuiltWarehouse, tmp_path):
+    """On a copy of the lake: a container without `pod_timezone` takes its shipment's; one with a name that
+    is no zone ('Europe/Rotterdam') too; one whose shipment has none either takes its terminal's zone from
+    the reference (its LFD read as the API writes local times without a zone), and one at a terminal the
+    reference does not list, its port's. Rebuilt, every row matches the rule recomputed."""
+    data_dir = tmp_path / "data"
+    copy_lake(built.store, data_dir)
+    candidates = built.query(
+        "select c.id, c.shipment_id, t.id from ocean_tracking.containers c"
+        " join ocean_tracking.shipments s on s.id = c.shipment_id"
+        " join ocean_tracking.terminals t on t.id = coalesce(c.pod_terminal_id, s.pod_terminal_id)"
+        " where c.pickup_lfd is not null and t.firms_code is not null order by c.id"
+    )
+    picked: list[tuple[str, str, str]] = []
+    for container_id, shipment_id, terminal_id in candidates:
+        if all(shipment_id != other[1] and terminal_id != other[2] for other in picked):
+            picked.append((container_id, shipment_id, terminal_id))
+    assert len(picked) >= 4, "the sandbox has too few terminals with LFDs"
+    (no_zone, _, _), (not_a_zone, _, _), by_terminal, by_port = picked[:4]
+    store = lake_in(data_dir)
+    with store.writing(), store.connect() as con:
+        con.execute(
+            "update ocean_tracking.containers set pod_timezone = null where id in (?, ?, ?)",
+            [no_zone, by_terminal[0], by_port[0]],
+        )
+        con.execute("update ocean_tracking.containers set pod_timezone = 'Europe/Rotterdam' where id = ?", [not_a_zone])
+        con.execute(
+            "update ocean_tracking.shipments set pod_timezone = null where id in (?, ?)", [by_terminal[1], by_port[1]]
+        )
+        con.execute("update ocean_tracking.terminals set firms_code = null where id = ?", [by_port[2]])
+    result = materialize_models(
+        data_dir,
+        selection=[
+            "analytics/stg_containers",
+            "analytics/stg_shipments",
+            "analytics/stg_terminals",
+            "analytics/container_status",
+            "analytics/container_free_time",
+        ],
+    )
+    assert result.success
+    rows = _assert_local_lfds_and_days_left(BuiltWarehouse(data_dir, result))
+    sources = {container_id: rows[container_id]["last_free_day_time_zone_source"]
+               for container_id in (no_zone, not_a_zone, by_terminal[0], by_port[0])}  # fmt: skip
+    assert sources == {
+        no_zone: "shipment",
+        not_a_zone: "shipment",
+        by_terminal[0]: "reference_terminal",
+        by_port[0]: "reference_port",
+    }
+    for container_id in (by_terminal[0], by_port[0]):
+        row = rows[container_id]
+        assert row["last_free_day_local"] == row["last_free_day"].astimezone(UTC).date()
+        assert row["days_until_last_free_day"] is not None
 
 
 # ---- shipment_eta_history ----------------------------------------------------------------------------

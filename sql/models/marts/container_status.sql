@@ -3,6 +3,12 @@
 -- `ready_for_pickup` follows the service's readiness rule: `available_for_pickup` is true and no hold has
 -- status `hold` (a `pending` hold does not block). Fees are totalled per currency; when the terminal
 -- sends a `total` line, that line is the total (it already includes the other lines).
+-- `last_free_day` is the API's LFD instant (UTC); `last_free_day_local` its date at the POD terminal, in
+-- `last_free_day_time_zone`: the API's POD zone (the container's `pod_timezone`, else the shipment's),
+-- else the vendored reference's (macro reference_terminals: the terminal by FIRMS code, else its port's);
+-- a name the engine does not know counts as missing. When the API sent no zone at all, its timestamps are
+-- the local wall-clock time written as UTC (API notes, timestamps), so the LFD's date is read as is and
+-- the reference zone only says when today is there (container_free_time counts the days left).
 -- Key: container_id
 
 with containers as (
@@ -15,6 +21,53 @@ shipments as (
 
 terminals as (
     select * from {{ ref('stg_terminals') }}
+),
+
+time_zones as (
+    select time_zone from {{ known_time_zones() }} as known
+),
+
+reference_terminals as (
+    select firms_code, port_locode, time_zone from {{ reference_terminals() }} as reference
+),
+
+-- a port's zone, when its reference terminals agree on one
+reference_ports as (
+    select port_locode, min(time_zone) as time_zone
+    from reference_terminals
+    group by port_locode
+    having count(distinct time_zone) = 1
+),
+
+pod_time_zones as (
+    select
+        containers.container_id,
+        coalesce(containers.pod_timezone, shipments.pod_timezone) is not null as api_sent_zone,
+        coalesce(container_zone.time_zone, shipment_zone.time_zone, terminal_zone.time_zone, port_zone.time_zone)
+            as time_zone,
+        case
+            when container_zone.time_zone is not null then 'container'
+            when shipment_zone.time_zone is not null then 'shipment'
+            when terminal_zone.time_zone is not null then 'reference_terminal'
+            when port_zone.time_zone is not null then 'reference_port'
+        end as time_zone_source
+    from containers
+    left join shipments
+        on containers.shipment_id = shipments.shipment_id
+    left join terminals
+        on terminals.terminal_id = coalesce(containers.pod_terminal_id, shipments.pod_terminal_id)
+    left join reference_terminals
+        on terminals.firms_code = reference_terminals.firms_code
+    left join reference_ports
+        on shipments.port_of_discharge_locode = reference_ports.port_locode
+    left join time_zones as container_zone
+        on containers.pod_timezone = container_zone.time_zone
+    left join time_zones as shipment_zone
+        on shipments.pod_timezone = shipment_zone.time_zone
+    left join time_zones as terminal_zone
+        on reference_terminals.time_zone = terminal_zone.time_zone
+    left join time_zones as port_zone
+        on reference_ports.time_zone = port_zone.time_zone
 ),
 
 holds as (
@@ -89,6 +142,11 @@ select
     coalesce(fees.fees_total_by_currency, {{ empty_array('record') }}) as fees_total_by_currency,
     coalesce(fees.fee_currency_count, 0) as fee_currency_count,
     containers.pickup_lfd as last_free_day,
+    {{ local_date('containers.pickup_lfd',
+                  "case when pod_time_zones.api_sent_zone then pod_time_zones.time_zone else 'UTC' end") }}
+        as last_free_day_local,
+    pod_time_zones.time_zone as last_free_day_time_zone,
+    pod_time_zones.time_zone_source as last_free_day_time_zone_source,
     containers.pickup_lfd_line as last_free_day_line,
     containers.pickup_lfd_terminal as last_free_day_terminal,
     containers.pickup_appointment_at,
@@ -100,6 +158,8 @@ left join shipments
     on containers.shipment_id = shipments.shipment_id
 left join terminals
     on terminals.terminal_id = coalesce(containers.pod_terminal_id, shipments.pod_terminal_id)
+left join pod_time_zones
+    on containers.container_id = pod_time_zones.container_id
 left join holds
     on containers.container_dlt_id = holds.container_dlt_id
 left join fees
