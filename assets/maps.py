@@ -64,7 +64,10 @@ class MapsConfig(dg.Config):
 # ---- reading the warehouse ---------------------------------------------------------------------------
 
 # What the overview draws: reading only these keeps every other property column out of memory.
-OVERVIEW_COLUMNS = ("container_id", "feature_index", "feature_type", "geometry", "geometry_split")
+OVERVIEW_COLUMNS = (
+    "container_id", "feature_index", "feature_type", "name", "location_id", "vessel_id", "vessel_name",
+    "geometry", "geometry_split",
+)  # fmt: skip
 
 
 def read_map_features(
@@ -241,7 +244,7 @@ def map_features_geoparquet(
 
 ROUTES_MANIFEST = "manifest.json"  # in the routes folder: which map state each PNG shows
 # Recorded with every drawn map: raise it when the drawing changes (pipelines.geo.render) to redraw them all.
-DRAWING_VERSION = 1
+DRAWING_VERSION = 2
 RENDER_BATCH = 200  # containers read and drawn at a time: memory follows a batch, not the fleet
 
 
@@ -344,7 +347,8 @@ OVERVIEW_RECORD = "overview.json"  # beside the overview: the map_features state
     **MAPS_ASSET,
     kinds={"ducklake", "matplotlib"},
     description=(
-        "Every route (thin lines) and every vessel at sea on one map: `<data_dir>/maps/overview.png`. "
+        "Every route (thin lines), its ports (named where a label fits) and every vessel at sea (one marker "
+        "a vessel) on one map: `<data_dir>/maps/overview.png`. "
         "Redrawn only when `map_features` changed since it was drawn."
     ),
 )
@@ -362,13 +366,19 @@ def routes_overview(
     else:
         record = _draw_overview(out_path, warehouse, state)
         write_json_atomically(record_path, record)
-        context.log.info("wrote %s (%d containers)", out_path, record["containers"])
+        context.log.info(
+            "wrote %s (%d containers, %d at sea on %d vessels)",
+            out_path, record["containers"], record["containers_at_sea"], record["vessels_at_sea"],
+        )  # fmt: skip
     return dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(out_path)),
             "skipped_unchanged": dg.MetadataValue.bool(skipped),
             "containers": dg.MetadataValue.int(int(record.get("containers", 0))),
+            "containers_at_sea": dg.MetadataValue.int(int(record.get("containers_at_sea", 0))),
             "vessels_at_sea": dg.MetadataValue.int(int(record.get("vessels_at_sea", 0))),
+            "ports": dg.MetadataValue.int(int(record.get("ports", 0))),
+            "ports_labelled": dg.MetadataValue.int(int(record.get("ports_labelled", 0))),
             "central_longitude": dg.MetadataValue.float(float(record.get("central_longitude", 0.0))),
             "preview": dg.MetadataValue.md(png_preview_md(out_path, width=720, alt="overview")),
         }
@@ -377,7 +387,8 @@ def routes_overview(
 
 def _draw_overview(out_path: Path, warehouse: Warehouse, state: str) -> dict[str, Any]:
     """Draw the overview from the columns it shows (written whole, then renamed into place) and return
-    its record: the table state drawn and the figures the asset reports."""
+    its record: the table state drawn and the figures the asset reports (what the map draws: see
+    `render_overview`)."""
     import geopandas as gpd
 
     from pipelines.geo.land import load_land
@@ -392,8 +403,8 @@ def _draw_overview(out_path: Path, warehouse: Warehouse, state: str) -> dict[str
     return {
         "version": DRAWING_VERSION,
         "state": state,
-        "containers": int(features["container_id"].nunique()) if len(features) else 0,
-        "vessels_at_sea": int((features["feature_type"] == "current_vessel").sum()),
+        **result.counts,
+        "ports_labelled": len(result.labels),
         "central_longitude": round(result.central_longitude, 3),
     }
 

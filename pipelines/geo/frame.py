@@ -1,17 +1,23 @@
 """The frame a route map is drawn in: centred on the routes so that no line streaks across the map.
 
-A trans-Pacific route (Shanghai -> Los Angeles) drawn on a -180..180 frame either
-streaks across the whole map (the raw `geometry`) or, with the antimeridian-split `geometry_split`, falls
-into two pieces at the map's left and right edges, with an extent that has to span ~360 degrees to show
-both. So every map here is drawn in a frame *centred on the route*: the central longitude is the middle of
-the shortest longitude arc that holds every vertex of the map (the complement of the largest empty gap
-between longitudes on the circle), and every longitude is shifted into [central - 180, central + 180).
-Routes that stay on one side of 180 keep their plain -180..180 longitudes; a trans-Pacific route ends up
-in a continuous 100..260-style frame (ticks are still labelled 120°W, not 240°). The geometry drawn is
-`geometry_split` (its pieces meet at +/-180, which the shift turns into one seamless path); every line is
-then cut again at the frame's own seam (central +/- 180) with `pipelines.geo.features.split_antimeridian`, so the
-overview of all routes, whose seam falls in the emptiest band of longitudes, never streaks either. (The renderer draws
-land three times, shifted by -360, 0, +360, so that whatever frame is chosen it is covered.)
+A trans-Pacific route (Shanghai -> Los Angeles) drawn on a -180..180 frame either streaks across the
+whole map (the raw `geometry`) or, with the antimeridian-split `geometry_split`, falls into two pieces at
+the map's left and right edges, with an extent that has to span ~360 degrees to show both. So every map
+here is drawn in a frame *centred on the route*: the central longitude is the middle of the shortest
+longitude arc that holds every vertex of the map (the complement of the largest empty gap between
+longitudes on the circle), and every longitude is shifted into [central - 180, central + 180). Routes
+that stay on one side of 180 keep their plain -180..180 longitudes; a trans-Pacific route ends up in a
+continuous 100..260-style frame (ticks are still labelled 120°W, not 240°).
+
+When the lines go round the world (the overview of a fleet) no longitude is empty, and the "largest gap"
+is whichever 2-degree step between densified vertices happens to be widest: once that was 97°E, which cut
+the Europe-Asia lane at Malacca and Sumatra in two at the map's edges. Then the seam is chosen instead
+(`seam_longitude`): the meridian crossed by the fewest route segments with the least land along it.
+
+The geometry drawn is `geometry_split` (its pieces meet at +/-180, which the shift turns into one seamless
+path); every line is then cut again at the frame's own seam (central +/- 180) with
+`pipelines.geo.features.split_antimeridian`, so no line streaks across the map. (The renderer draws land
+three times, shifted by -360, 0, +360, so that whatever frame is chosen it is covered.)
 """
 
 from __future__ import annotations
@@ -24,6 +30,23 @@ import shapely
 
 from pipelines.geo.features import split_antimeridian
 
+DENSIFY_DEGREES = 2.0  # lines are densified to this step before their longitudes are looked at
+SEAM_LATITUDES = (-60.0, 75.0)  # the land a seam cuts is measured between these (Antarctica left out)
+
+
+def _largest_gap(x: np.ndarray) -> tuple[float, float]:
+    """(first longitude after the largest empty gap between the longitudes on the circle, that gap's width);
+    ties go to the first gap in sorted order. `x` holds at least two distinct longitudes in [-180, 180)."""
+    gaps = np.diff(np.concatenate([x, [x[0] + 360.0]]))
+    k = int(np.argmax(gaps))
+    return float(x[(k + 1) % x.size]), float(gaps[k])
+
+
+def _unique_longitudes(lons: Iterable[float] | np.ndarray) -> np.ndarray:
+    x = np.asarray(lons, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    return np.unique(np.mod(x + 180.0, 360.0) - 180.0)
+
 
 def central_longitude(lons: Iterable[float] | np.ndarray) -> float:
     """Middle of the shortest arc of the circle that holds every longitude (0 when there are none); in
@@ -31,31 +54,88 @@ def central_longitude(lons: Iterable[float] | np.ndarray) -> float:
 
     Ties between equally large gaps go to the first one in sorted order, so the answer is deterministic.
     """
-    x = np.asarray(lons, dtype=np.float64)
-    x = x[np.isfinite(x)]
+    x = _unique_longitudes(lons)
     if x.size == 0:
         return 0.0
-    x = np.unique(np.mod(x + 180.0, 360.0) - 180.0)
     if x.size == 1:
         return float(x[0])
-    gaps = np.diff(np.concatenate([x, [x[0] + 360.0]]))
-    k = int(np.argmax(gaps))
-    start = x[(k + 1) % x.size]
-    span = 360.0 - gaps[k]
+    start, gap = _largest_gap(x)
     # An arc over the antimeridian gets its centre in (0, 360): a 0..360 frame where Asia keeps its
     # longitudes and the Americas move by +360; any other arc keeps its -180..180 centre.
-    return float(start + span / 2.0)
+    return start + (360.0 - gap) / 2.0
 
 
-def frame_center(geoms: np.ndarray) -> float:
-    """Central longitude for a set of geometries, with lines densified to 2-degree steps so that a long
-    straight ocean segment counts as occupied longitude, not as a gap."""
+def frame_center(geoms: np.ndarray, land: np.ndarray | None = None) -> float:
+    """Central longitude for a set of geometries, with lines densified to `DENSIFY_DEGREES` steps so that
+    a long straight ocean segment counts as occupied longitude, not as a gap.
+
+    When some band of longitudes wider than that step holds nothing, the frame is centred opposite it
+    (`central_longitude`). When the lines go round the world there is no such band: the frame's seam is
+    then `seam_longitude`'s meridian (fewest lines and least land cut, given the `land` polygons) and the
+    centre, opposite it, is in [0, 360)."""
     geoms = np.asarray(geoms, dtype=object)
     geoms = geoms[~shapely.is_missing(geoms)] if geoms.size else geoms
     if geoms.size == 0:
         return 0.0
-    coords = shapely.get_coordinates(shapely.segmentize(geoms, 2.0))
-    return central_longitude(coords[:, 0]) if len(coords) else 0.0
+    coords = shapely.get_coordinates(shapely.segmentize(geoms, DENSIFY_DEGREES))
+    x = _unique_longitudes(coords[:, 0])
+    if x.size < 2 or _largest_gap(x)[1] > DENSIFY_DEGREES:
+        return central_longitude(x)
+    return seam_longitude(geoms, land) + 180.0
+
+
+def seam_longitude(geoms: np.ndarray, land: np.ndarray | None = None) -> float:
+    """The meridian (one of -179.5, -178.5, ..., 179.5) where a map of these lines is best cut: the fewest
+    line segments crossing it plus the least land along it (between `SEAM_LATITUDES`), each as a share of
+    its largest value over all meridians; of equal best meridians, the middle of the widest run of them."""
+    meridians = np.arange(-180.0, 180.0) + 0.5
+    geoms = np.asarray(geoms, dtype=object)
+    lines = geoms[np.isin(shapely.get_type_id(geoms), (1, 5))] if geoms.size else geoms
+    crossings = _crossings(shapely.segmentize(lines, DENSIFY_DEGREES), meridians).astype(np.float64)
+    score = crossings / max(crossings.max(), 1.0)
+    if land is not None and len(land):
+        land_cut = _land_along(np.asarray(land, dtype=object), meridians)
+        score += land_cut / max(land_cut.max(), 1.0)
+    best = np.flatnonzero(score == score.min())
+    # the widest run of consecutive best meridians, the circle closed (a run may wrap past 179.5)
+    ends = np.flatnonzero(np.diff(np.concatenate([best, [best[0] + meridians.size]])) != 1)
+    if ends.size == 0:  # every meridian is as good
+        return float(meridians[0])
+    starts = np.roll(ends + 1, 1) % best.size
+    lengths = np.mod(ends - starts, best.size) + 1
+    k = int(np.argmax(lengths))
+    return float(meridians[best[(starts[k] + (lengths[k] - 1) // 2) % best.size]])
+
+
+def _crossings(lines: np.ndarray, meridians: np.ndarray) -> np.ndarray:
+    """How many line segments cross each of the evenly spaced, 1-degree apart `meridians` (a segment is
+    taken the short way round, so one from 179 to -179 crosses 179.5)."""
+    coords, part_of = shapely.get_coordinates(shapely.get_parts(lines), return_index=True)
+    same_part = part_of[:-1] == part_of[1:]
+    x0 = coords[:-1, 0][same_part]
+    dx = np.mod(coords[1:, 0][same_part] - x0 + 180.0, 360.0) - 180.0
+    lo, hi = np.minimum(x0, x0 + dx), np.maximum(x0, x0 + dx)
+    # meridian k (longitude meridians[0] + k) lies strictly inside (lo, hi) for k in first..last
+    first = np.ceil(lo - meridians[0]).astype(np.int64)
+    last = np.floor(hi - meridians[0]).astype(np.int64)
+    first = np.where(first == lo - meridians[0], first + 1, first)
+    last = np.where(last == hi - meridians[0], last - 1, last)
+    count = np.maximum(last - first + 1, 0)
+    offsets = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+    crossed = np.mod(np.repeat(first, count) + offsets, meridians.size)
+    return np.bincount(crossed, minlength=meridians.size)
+
+
+def _land_along(land: np.ndarray, meridians: np.ndarray) -> np.ndarray:
+    """Degrees of latitude of land along each meridian, between `SEAM_LATITUDES`."""
+    south, north = SEAM_LATITUDES
+    ends = np.stack([np.column_stack([meridians, np.full(meridians.size, south)]),
+                     np.column_stack([meridians, np.full(meridians.size, north)])], axis=1)  # fmt: skip
+    lines = shapely.linestrings(ends)
+    polygons = shapely.get_parts(land)
+    which, polygon = shapely.STRtree(polygons).query(lines, predicate="intersects")
+    lengths = shapely.length(shapely.intersection(lines[which], polygons[polygon]))
+    return np.bincount(which, weights=lengths, minlength=meridians.size)
 
 
 def wrap_to_frame(x: np.ndarray, lon0: float) -> np.ndarray:

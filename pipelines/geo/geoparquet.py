@@ -12,6 +12,11 @@ geometry) is sorted into a part file, and one last COPY streams the parts, in or
 GeoParquet. One thread, so that COPY buffers one row group at a time and keeps the parts' order. Peak
 memory then follows the slice, not the table.
 
+The primary geometry (GeoParquet's `primary_column`, the one GIS tools draw and geopandas makes active)
+is `geometry_split`, the antimeridian-split variant (DuckDB makes the first GEOMETRY column primary, so it
+comes first): a line over the antimeridian is a MultiLineString cut at +/-180. The unsplit `geometry`,
+whose lines there jump from one edge of the world to the other, is kept as the second geometry column.
+
 The geometry is typed `GEOMETRY('EPSG:4326')`: without a CRS DuckDB leaves `crs` out of the metadata,
 which readers take as OGC:CRS84 (same axes on disk, but geopandas then reports no EPSG code); with it the
 metadata carries EPSG:4326's PROJJSON, as geopandas wrote before. Coordinates stay longitude, latitude:
@@ -36,7 +41,7 @@ from pipelines.settings import DATASET_NAME
 from pipelines.warehouse.store import WarehouseStore
 
 STATE_KEY = "ocean_tracking_map_state"  # the footer key-value entry naming the table state written
-EXPORT_VERSION = 1  # part of the recorded state: a change to the export's SQL rewrites every old file
+EXPORT_VERSION = 2  # part of the recorded state: a change to the export's SQL rewrites every old file
 GEOMETRY_TYPE = "GEOMETRY('EPSG:4326')"
 # What a slice sorts at a time: the geometry of a range of containers, plus an estimate of a row's other
 # columns. Measured at 820k features (~100k shipments, ~1.1 kB of WKB a row): 24 MB slices (~20k rows)
@@ -104,7 +109,8 @@ def recorded_state(con: duckdb.DuckDBPyConnection, path: Path) -> tuple[str, int
 def export_map_features_geoparquet(
     store: WarehouseStore, out_path: Path, dataset_name: str = DATASET_NAME
 ) -> GeoParquetExport | None:
-    """Write every loaded map feature as GeoParquet (EPSG:4326), ordered by container and feature, unless
+    """Write every loaded map feature as GeoParquet (EPSG:4326; primary geometry `geometry_split`, then
+    the unsplit `geometry`), ordered by container and feature, unless
     `out_path` already holds the table's current state; None when no map was loaded (no table or no rows).
 
     One read-only session and one snapshot (a transaction) for the state and the rows, so the recorded
@@ -142,8 +148,8 @@ def _export(
         parts = _sorted_parts(con, dataset_name, Path(parts_dir))
         query = (
             "select * exclude (geometry, geometry_split), "
-            f"st_geomfromwkb(geometry)::{GEOMETRY_TYPE} as geometry, "
-            f"st_geomfromwkb(geometry_split)::{GEOMETRY_TYPE} as geometry_split "
+            f"st_geomfromwkb(geometry_split)::{GEOMETRY_TYPE} as geometry_split, "
+            f"st_geomfromwkb(geometry)::{GEOMETRY_TYPE} as geometry "
             f"from read_parquet([{', '.join(_sql_string(str(part)) for part in parts)}])"
         )
         options = (

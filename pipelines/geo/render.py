@@ -12,8 +12,8 @@ PNG metadata. They return a `RenderResult` with the extent actually shown, for t
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -32,9 +32,17 @@ from matplotlib.markers import MarkerStyle
 from matplotlib.patches import PathPatch
 from matplotlib.path import Path as MplPath
 from matplotlib.ticker import FuncFormatter, MultipleLocator
-from matplotlib.transforms import Bbox
 
 from pipelines.geo.frame import fit_extent, frame_center, lines_in_frame, wrap_to_frame
+from pipelines.geo.labels import (
+    OVERVIEW_PORT_OFFSETS,
+    PORT_OFFSETS,
+    VESSEL_OFFSETS,
+    TakenBoxes,
+    overview_port_labels,
+    place_label,
+    route_port_labels,
+)
 
 ROUTE_FIGSIZE = (10.0, 6.25)  # inches; at ROUTE_DPI -> 1000 x 625 px
 ROUTE_DPI = 100
@@ -63,6 +71,9 @@ class RenderResult:
     extent: tuple[float, float, float, float]  # xmin, xmax, ymin, ymax in degrees
     central_longitude: float
     size_px: tuple[int, int]  # width, height
+    title: str = ""
+    labels: tuple[str, ...] = ()  # the text drawn on the map: port and vessel labels, in drawing order
+    counts: Mapping[str, int] = field(default_factory=dict)  # what the map shows, by name (the overview's)
 
     @property
     def lon_span(self) -> float:
@@ -130,13 +141,19 @@ def _polygon_path(poly: shapely.Polygon, dx: float) -> MplPath:
     return MplPath(np.concatenate(vertices), np.concatenate(codes))
 
 
-def _draw_land(ax, land_gdf: gpd.GeoDataFrame | None, extent: tuple[float, float, float, float]) -> None:
-    """Land polygons (copies at -360, 0, +360) that intersect the extent, in grey."""
+def _land_polygons(land_gdf: gpd.GeoDataFrame | None) -> np.ndarray:
+    """The land outline as an array of single polygons (empty when there is none)."""
     if land_gdf is None or land_gdf.empty:
+        return np.empty(0, dtype=object)
+    polys = shapely.get_parts(np.asarray(land_gdf.geometry.values, dtype=object))
+    return polys[shapely.get_type_id(polys) == 3]
+
+
+def _draw_land(ax, polys: np.ndarray, extent: tuple[float, float, float, float]) -> None:
+    """Land polygons (copies at -360, 0, +360) that intersect the extent, in grey."""
+    if not len(polys):
         return
     xmin, xmax, ymin, ymax = extent
-    polys = shapely.get_parts(np.asarray(land_gdf.geometry.values, dtype=object))
-    polys = polys[shapely.get_type_id(polys) == 3]
     patches = []
     for dx in (-360.0, 0.0, 360.0):
         window = shapely.box(xmin - dx, ymin, xmax - dx, ymax)
@@ -216,56 +233,6 @@ def _vessel_marker(heading: object) -> MarkerStyle:
     return MarkerStyle(">").rotated(deg=90.0 - float(heading))
 
 
-def _place_label(ax, renderer, xy: tuple[float, float], text: str, taken: list, candidates, **style) -> None:
-    """Annotate `xy` at the first offset whose text box overlaps no taken box and stays inside the axes
-    (else at the first offset); the box is then taken. Deterministic: fixed candidate order, Agg metrics."""
-    axes_box = ax.get_window_extent(renderer)
-    first = None
-    for dx, dy, ha, va in candidates:
-        ann = ax.annotate(text, xy, xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, **style)
-        box = ann.get_window_extent(renderer)
-        inside = (
-            axes_box.x0 <= box.x0
-            and box.x1 <= axes_box.x1
-            and axes_box.y0 <= box.y0
-            and box.y1 <= axes_box.y1
-        )
-        if inside and not any(box.overlaps(t) for t in taken):
-            taken.append(box)
-            if first is not None:
-                first.remove()
-            return
-        if first is None:
-            first = ann
-        else:
-            ann.remove()
-    taken.append(first.get_window_extent(renderer))
-
-
-_LABEL_OFFSETS = (
-    (7, 5, "left", "bottom"),
-    (7, -5, "left", "top"),
-    (-7, 5, "right", "bottom"),
-    (-7, -5, "right", "top"),
-    (0, 9, "center", "bottom"),
-    (0, -9, "center", "top"),
-    (7, 18, "left", "bottom"),
-    (7, -18, "left", "top"),
-    (-7, 18, "right", "bottom"),
-    (-7, -18, "right", "top"),
-)
-_VESSEL_OFFSETS = (
-    (-10, 8, "right", "bottom"),
-    (-10, -8, "right", "top"),
-    (10, 8, "left", "bottom"),
-    (10, -8, "left", "top"),
-    (0, 12, "center", "bottom"),
-    (0, -12, "center", "top"),
-    (-10, 22, "right", "bottom"),
-    (10, -22, "left", "top"),
-)
-
-
 def render_container_route(
     features_gdf: gpd.GeoDataFrame,
     land_gdf: gpd.GeoDataFrame | None,
@@ -280,7 +247,8 @@ def render_container_route(
     out_path = Path(out_path)
     frame = features_gdf.sort_values("feature_index") if "feature_index" in features_gdf else features_gdf
     geoms = np.asarray(frame.geometry.values, dtype=object)
-    lon0 = frame_center(geoms)
+    land = _land_polygons(land_gdf)
+    lon0 = frame_center(geoms, land)
     kinds = np.asarray(_column(frame, "feature_type", ""), dtype=object)
 
     line_idx = np.flatnonzero(np.isin(kinds, LINE_TYPES))
@@ -301,7 +269,7 @@ def render_container_route(
         bounds = (-180.0, -60.0, 180.0, 80.0)
     fig, ax, box_aspect = _new_figure(figsize, dpi)
     extent, _ = fit_extent(bounds, box_aspect)
-    _draw_land(ax, land_gdf, extent)
+    _draw_land(ax, land, extent)
     _style_axes(ax, extent)
     ax.set_title(title, fontsize=12, loc="left", pad=8)
 
@@ -329,40 +297,30 @@ def render_container_route(
 
     renderer = FigureCanvasAgg(fig).get_renderer()
     to_px = ax.transData.transform
-    taken = [
-        Bbox.from_bounds(px - 6, py - 6, 12, 12) for px, py in to_px(np.concatenate([port_xy, vessel_xy]))
-    ]
+    taken = TakenBoxes.around(to_px(np.concatenate([port_xy, vessel_xy])), 6.0)
     legend.append(Line2D([], [], color=PORT, marker="o", mfc="white", mew=1.8, lw=0, label="Port"))
     legend.append(Line2D([], [], color=VESSEL, marker=">", lw=0, ms=9, label="Vessel now"))
     legend_box = ax.legend(
         handles=legend, loc=_legend_corner(ax, allxy), fontsize=7.5, framealpha=0.85, borderpad=0.5
     )
-    taken.append(legend_box.get_window_extent(renderer))
+    taken.add(legend_box.get_window_extent(renderer))
     label_style = dict(
         fontsize=8.5,
         zorder=8,
         bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="none", alpha=0.8),
     )
-    if len(port_xy) == len(port_rows) and len(port_xy):
+    if len(port_xy):
         ax.scatter(
             port_xy[:, 0], port_xy[:, 1], s=46, color="white", edgecolors=PORT, linewidths=1.8, zorder=6
         )
-        for (x, y), label, name in zip(
-            port_xy, _column(port_rows, "label", ""), _column(port_rows, "name", ""), strict=True
-        ):
-            text = " ".join(str(v) for v in (label, name) if v)
-            if text:
-                _place_label(
-                    ax,
-                    renderer,
-                    (x, y),
-                    text,
-                    taken,
-                    _LABEL_OFFSETS,
-                    color=PORT,
-                    fontweight="bold",
-                    **label_style,
-                )
+    labels = []
+    for port in route_port_labels(port_rows):
+        x = float(wrap_to_frame(np.array([port.lon]), lon0)[0])
+        place_label(
+            ax, renderer, (x, port.lat), port.text, taken, PORT_OFFSETS,
+            color=PORT, fontweight="bold", **label_style,
+        )  # fmt: skip
+        labels.append(port.text)
     if len(vessel_xy) == len(vessel_rows) and len(vessel_xy):
         for (x, y), name, heading in zip(
             vessel_xy,
@@ -381,19 +339,38 @@ def render_container_route(
                 zorder=7,
             )
             if name:
-                _place_label(
-                    ax,
-                    renderer,
-                    (x, y),
-                    str(name),
-                    taken,
-                    _VESSEL_OFFSETS,
-                    color=VESSEL,
-                    fontstyle="italic",
+                place_label(
+                    ax, renderer, (x, y), str(name), taken, VESSEL_OFFSETS, color=VESSEL, fontstyle="italic",
                     **label_style,
-                )
+                )  # fmt: skip
+                labels.append(str(name))
     size = _save(fig, out_path, dpi)
-    return RenderResult(out_path, tuple(float(v) for v in extent), lon0, size)
+    return RenderResult(out_path, tuple(float(v) for v in extent), lon0, size, title, tuple(labels))
+
+
+def overview_title(containers: int, containers_at_sea: int, vessels_at_sea: int) -> str:
+    """The overview's title from what it draws: routes of `containers` containers, `containers_at_sea` of
+    them on board `vessels_at_sea` vessels (one marker a vessel; several containers often sail on one)."""
+
+    def count(n: int, noun: str) -> str:
+        return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+    routes = f"All routes: {count(containers, 'container')}"
+    if not containers_at_sea:
+        return f"{routes}, none at sea"
+    return f"{routes}, {containers_at_sea} at sea on {count(vessels_at_sea, 'vessel')}"
+
+
+def _vessels(frame: gpd.GeoDataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of the current_vessel features at `rows` (positions in `frame`, with a point), one position per
+    vessel (its id, else its name, else the position itself), in order of first appearance; also the
+    positions' containers."""
+    xy = _points_xy(frame.geometry.values[rows])
+    ids, names = _column(frame, "vessel_id"), _column(frame, "vessel_name")
+    first: dict[object, int] = {}
+    for i, (row, (x, y)) in enumerate(zip(rows, xy, strict=True)):
+        first.setdefault(ids[row] or names[row] or (x, y), i)
+    return xy[list(first.values())], np.asarray(_column(frame, "container_id"), dtype=object)[rows]
 
 
 def render_overview(
@@ -405,16 +382,22 @@ def render_overview(
     figsize: tuple[float, float] = OVERVIEW_FIGSIZE,
     dpi: int = OVERVIEW_DPI,
 ) -> RenderResult:
-    """Every route (thin translucent lines: solid travelled, dashed estimated) and the current vessel
-    positions on one map centred on the fleet, cut at the emptiest meridian."""
+    """Every route (thin translucent lines: solid travelled, dashed estimated), the ports (labelled by
+    name where a label fits, the most called first) and one marker per vessel at sea, on one map centred
+    on the fleet and cut where the fewest routes and least land are (`pipelines.geo.frame.frame_center`).
+
+    The result's `counts` are what is drawn: `containers` (with a route line), `containers_at_sea` (with
+    a current vessel position), `vessels_at_sea` (vessel markers) and `ports` (port places); the default
+    title says them (`overview_title`)."""
     out_path = Path(out_path)
     frame = all_features_gdf
     if {"container_id", "feature_index"} <= set(frame.columns):
         frame = frame.sort_values(["container_id", "feature_index"])
     geoms = np.asarray(frame.geometry.values, dtype=object)
     kinds = np.asarray(_column(frame, "feature_type", ""), dtype=object)
-    present = ~shapely.is_missing(geoms) if len(geoms) else np.zeros(0, dtype=bool)
-    lon0 = frame_center(geoms)
+    points = ~shapely.is_missing(geoms) & (shapely.get_type_id(geoms) == 0)
+    land = _land_polygons(land_gdf)
+    lon0 = frame_center(geoms, land)
 
     fig, ax, box_aspect = _new_figure(figsize, dpi)
     line_idx = np.flatnonzero(np.isin(kinds, LINE_TYPES))
@@ -431,50 +414,56 @@ def render_overview(
     if past:
         ax.add_collection(LineCollection(past, colors=PAST, linewidths=0.8, alpha=0.4, zorder=4))
 
-    port_xy = _points_xy(geoms[(kinds == "port") & present])
+    port_xy = _points_xy(geoms[(kinds == "port") & points])
+    port_xy[:, 0] = wrap_to_frame(port_xy[:, 0], lon0)
     if len(port_xy):
-        port_xy[:, 0] = wrap_to_frame(port_xy[:, 0], lon0)
         ax.scatter(
             port_xy[:, 0], port_xy[:, 1], s=10, color="white", edgecolors=PORT, linewidths=0.7, zorder=5
         )
-    vessel_xy = _points_xy(geoms[(kinds == "current_vessel") & present])
+    vessel_xy, at_sea = _vessels(frame, np.flatnonzero((kinds == "current_vessel") & points))
+    vessel_xy[:, 0] = wrap_to_frame(vessel_xy[:, 0], lon0)
     if len(vessel_xy):
-        vessel_xy[:, 0] = wrap_to_frame(vessel_xy[:, 0], lon0)
         ax.scatter(
-            vessel_xy[:, 0],
-            vessel_xy[:, 1],
-            s=28,
-            marker="o",
-            color=VESSEL,
-            edgecolors="white",
-            linewidths=0.6,
-            zorder=6,
+            vessel_xy[:, 0], vessel_xy[:, 1], s=28, color=VESSEL, edgecolors="white", linewidths=0.6, zorder=6
         )
 
-    drawn = paths + ([port_xy] if len(port_xy) else []) + ([vessel_xy] if len(vessel_xy) else [])
-    if drawn:
-        allxy = np.concatenate(drawn)
+    drawn = [*paths, port_xy, vessel_xy]
+    allxy = np.concatenate(drawn)
+    if len(allxy):
         bounds = (allxy[:, 0].min(), allxy[:, 1].min(), allxy[:, 0].max(), allxy[:, 1].max())
     else:
         bounds = (lon0 - 180.0, -60.0, lon0 + 180.0, 80.0)
     extent, _ = fit_extent(bounds, box_aspect, margin=0.04)
-    _draw_land(ax, land_gdf, extent)
+    _draw_land(ax, land, extent)
     _style_axes(ax, extent)
-    n_routes = (
-        frame.loc[np.isin(kinds, LINE_TYPES), "container_id"].nunique() if "container_id" in frame else 0
-    )
-    ax.set_title(
-        title or f"All routes: {n_routes} containers, {len(vessel_xy)} vessels at sea now",
-        fontsize=12,
-        loc="left",
-        pad=8,
-    )
+    routed = np.asarray(_column(frame, "container_id"), dtype=object)[line_idx[owner]]
+    counts = {
+        "containers": len({c for c in routed if c is not None}),
+        "containers_at_sea": len({c for c in at_sea if c is not None}),
+        "vessels_at_sea": len(vessel_xy),
+    }
+    title = title or overview_title(**counts)
+    ax.set_title(title, fontsize=12, loc="left", pad=8)
     legend = [
         Line2D([], [], color=PAST, lw=1.2, alpha=0.7, label="Travelled"),
         Line2D([], [], color=ESTIMATED, lw=1.2, ls=(0, (4, 3)), alpha=0.7, label="Estimated"),
         Line2D([], [], color=PORT, marker="o", mfc="white", lw=0, ms=4, label="Port"),
         Line2D([], [], color=VESSEL, marker="o", lw=0, ms=6, label="Vessel now"),
     ]
-    ax.legend(handles=legend, loc="lower left", fontsize=7.5, framealpha=0.85)
+    legend_box = ax.legend(handles=legend, loc="lower left", fontsize=7.5, framealpha=0.85)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    taken = TakenBoxes.around(ax.transData.transform(np.concatenate([port_xy, vessel_xy])), 3.0)
+    taken.add(legend_box.get_window_extent(renderer))
+    ports = overview_port_labels(frame[kinds == "port"])
+    counts["ports"] = len(ports)
+    labels = []
+    box = dict(boxstyle="round,pad=0.1", facecolor="white", edgecolor="none", alpha=0.7)
+    style = dict(fontsize=6.5, color=PORT, zorder=7, bbox=box)
+    for port in ports:
+        x = float(wrap_to_frame(np.array([port.lon]), lon0)[0])
+        if place_label(
+            ax, renderer, (x, port.lat), port.text, taken, OVERVIEW_PORT_OFFSETS, required=False, **style
+        ):
+            labels.append(port.text)
     size = _save(fig, out_path, dpi)
-    return RenderResult(out_path, tuple(float(v) for v in extent), lon0, size)
+    return RenderResult(out_path, tuple(float(v) for v in extent), lon0, size, title, tuple(labels), counts)

@@ -58,10 +58,11 @@ def test_map_features_export_as_geoparquet(exported):
         "select container_id, feature_index, geometry, geometry_split from map_features order by container_id, feature_index"
     )
     assert list(zip(frame.container_id, frame.feature_index, strict=True)) == [row[:2] for row in warehouse]
-    assert list(shapely.to_wkb(frame.geometry.values)) == [row[2] for row in warehouse]
+    assert frame.geometry.name == "geometry_split"  # the primary column: split at the antimeridian
+    assert list(shapely.to_wkb(frame["geometry"].values)) == [row[2] for row in warehouse]
     assert list(shapely.to_wkb(frame.geometry_split.values)) == [row[3] for row in warehouse]
-    assert frame.geometry.is_valid.all()
-    assert set(frame.geom_type) <= {"Point", "LineString"}
+    assert frame["geometry"].is_valid.all()
+    assert set(frame["geometry"].geom_type) <= {"Point", "LineString"}
     assert set(frame.geometry_split.geom_type) <= {"Point", "LineString", "MultiLineString"}
     # DuckDB reads the GeoParquet metadata and types the column as GEOMETRY with its CRS (PROJJSON of
     # EPSG:4326 as written; named EPSG:4326 once spatial is loaded), no extension needed

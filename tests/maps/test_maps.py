@@ -7,7 +7,6 @@ import json
 import shutil
 from pathlib import Path
 
-import dagster as dg
 import geopandas as gpd
 import matplotlib.image as mpimg
 import numpy as np
@@ -15,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import shapely
 
-from assets.maps import containers_at_sea, map_assets, read_map_features, route_files
+from assets.maps import containers_at_sea, read_map_features, route_files
 from assets.resources import Warehouse
 from pipelines.geo.frame import central_longitude, lines_in_frame, wrap_to_frame
 from pipelines.geo.land import LAND_PATH, load_land
@@ -29,26 +28,10 @@ from pipelines.geo.render import (
 from pipelines.warehouse.backup import backup_lake, restore_lake
 from tests.assets.conftest import warehouse_resource
 from tests.conftest import lake_in
-from tests.e2e.conftest import sync_once
+from tests.maps.conftest import asset_metadata, materialize_maps, query_rows
 
-OPS = ("maps__map_features_geoparquet", "maps__route_maps", "maps__routes_overview")
 ROUTE_PX = (round(ROUTE_FIGSIZE[1] * ROUTE_DPI), round(ROUTE_FIGSIZE[0] * ROUTE_DPI))  # rows, columns
 OVERVIEW_PX = (round(OVERVIEW_FIGSIZE[1] * OVERVIEW_DPI), round(OVERVIEW_FIGSIZE[0] * OVERVIEW_DPI))
-
-
-def _materialize(warehouse: Warehouse, data_dir: Path) -> dg.ExecuteInProcessResult:
-    return dg.materialize(
-        map_assets,
-        resources={"warehouse": warehouse},
-        run_config={"ops": {op: {"config": {"data_dir": str(data_dir)}} for op in OPS}},
-    )
-
-
-def _metadata(result: dg.ExecuteInProcessResult, name: str) -> dict:
-    key = dg.AssetKey(["maps", name])
-    events = [e for e in result.get_asset_materialization_events() if e.materialization.asset_key == key]
-    assert len(events) == 1
-    return {k: v.value for k, v in events[0].materialization.metadata.items()}
 
 
 def _png(path: Path) -> np.ndarray:
@@ -56,38 +39,17 @@ def _png(path: Path) -> np.ndarray:
     return mpimg.imread(path)
 
 
-@pytest.fixture(scope="module")
-def synced(sandbox, tmp_path_factory) -> Warehouse:
-    """One sync of the real sandbox into a fresh DuckLake, as the maps' warehouse resource (read only)."""
-    workdir = tmp_path_factory.mktemp("maps_sync")
-    sync_once(sandbox, workdir)
-    return warehouse_resource(workdir / "data")
-
-
-@pytest.fixture(scope="module")
-def materialized(synced, tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("maps_out")
-    result = _materialize(synced, data_dir)
-    assert result.success
-    return result, data_dir
-
-
-def _rows(warehouse: Warehouse, sql: str) -> list[tuple]:
-    with warehouse.connect(read_only=True) as con:
-        return con.execute(sql).fetchall()
-
-
 def test_geoparquet_reads_back_with_every_feature(synced, materialized):
     result, data_dir = materialized
     path = data_dir / "map_features.parquet"
-    [(rows,)] = _rows(synced, "select count(*) from ocean_tracking.map_features")
+    [(rows,)] = query_rows(synced, "select count(*) from ocean_tracking.map_features")
     assert rows > 0
 
     frame = gpd.read_parquet(path)
 
     assert frame.crs.to_epsg() == 4326
     assert len(frame) == rows
-    meta = _metadata(result, "map_features_geoparquet")
+    meta = asset_metadata(result, "map_features_geoparquet")
     assert meta["rows"] == rows
     assert meta["bytes"] == path.stat().st_size
     assert meta["path"] == str(path)
@@ -95,11 +57,12 @@ def test_geoparquet_reads_back_with_every_feature(synced, materialized):
 
 def test_geoparquet_footer_records_epsg_4326_as_projjson(materialized):
     """GIS tools read the CRS from the file's `geo` metadata: each geometry column's `crs` is EPSG:4326's
-    PROJJSON (without one, readers assume OGC:CRS84 and report no EPSG code)."""
+    PROJJSON (without one, readers assume OGC:CRS84 and report no EPSG code). The primary column, the one
+    they draw, is the antimeridian-split geometry."""
     _, data_dir = materialized
     geo = json.loads(pq.read_metadata(data_dir / "map_features.parquet").metadata[b"geo"])
 
-    assert geo["primary_column"] == "geometry"
+    assert geo["primary_column"] == "geometry_split"
     assert set(geo["columns"]) == {"geometry", "geometry_split"}
     for column in geo["columns"].values():
         assert column["encoding"] == "WKB"
@@ -112,7 +75,7 @@ def test_one_route_map_per_container_at_sea(synced, materialized):
     folder = data_dir / "maps" / "routes"
     expected = sorted(
         n
-        for (n,) in _rows(
+        for (n,) in query_rows(
             synced,
             "select c.number from ocean_tracking.containers c where c.id in (select container_id from "
             "ocean_tracking.map_features where feature_type = 'current_vessel')",
@@ -128,7 +91,7 @@ def test_one_route_map_per_container_at_sea(synced, materialized):
         image = _png(path)
         assert image.shape[:2] == ROUTE_PX
         assert float(image[..., :3].var()) > 0.0
-    meta = _metadata(result, "route_maps")
+    meta = asset_metadata(result, "route_maps")
     assert meta["count"] == len(expected)
     assert meta["folder"] == str(folder)
     assert meta["preview"].startswith("![") and "data:image/png;base64," in meta["preview"]
@@ -142,7 +105,7 @@ def test_overview_written_and_not_blank(materialized):
 
     assert image.shape[:2] == OVERVIEW_PX
     assert float(image[..., :3].var()) > 0.0
-    meta = _metadata(result, "routes_overview")
+    meta = asset_metadata(result, "routes_overview")
     assert meta["path"] == str(path)
     assert "data:image/png;base64," in meta["preview"]
 
@@ -160,18 +123,18 @@ def test_a_second_run_with_no_change_rewrites_nothing(synced, materialized):
     _, data_dir = materialized
     before = _files(data_dir)
 
-    result = _materialize(synced, data_dir)
+    result = materialize_maps(synced, data_dir)
 
     assert result.success
     assert _files(data_dir) == before
-    assert _metadata(result, "map_features_geoparquet")["skipped_unchanged"] is True
-    routes = _metadata(result, "route_maps")
+    assert asset_metadata(result, "map_features_geoparquet")["skipped_unchanged"] is True
+    routes = asset_metadata(result, "route_maps")
     assert routes["skipped_unchanged"] is True
     assert routes["rendered"] == routes["removed"] == 0
     assert routes["count"] == routes["unchanged"] == len(list((data_dir / "maps" / "routes").glob("*.png")))
-    overview = _metadata(result, "routes_overview")
+    overview = asset_metadata(result, "routes_overview")
     assert overview["skipped_unchanged"] is True
-    assert overview["containers"] == _metadata(materialized[0], "routes_overview")["containers"]
+    assert overview["containers"] == asset_metadata(materialized[0], "routes_overview")["containers"]
 
 
 @pytest.fixture
@@ -207,7 +170,7 @@ def test_only_changed_maps_are_redrawn_and_gone_ones_removed(changed_copy):
     routes = out / "maps" / "routes"
     before = _files(out)
 
-    result = _materialize(warehouse, out)
+    result = materialize_maps(warehouse, out)
 
     assert result.success
     after = _files(out)
@@ -218,13 +181,13 @@ def test_only_changed_maps_are_redrawn_and_gone_ones_removed(changed_copy):
     }  # fmt: skip
     assert set(before) - set(after) == {f"maps/routes/{names['gone']}"}
     assert set(after) - set(before) == {f"maps/routes/{names['lost']}"}
-    meta = _metadata(result, "route_maps")
+    meta = asset_metadata(result, "route_maps")
     assert (meta["rendered"], meta["removed"], meta["skipped_unchanged"]) == (2, 1, False)
     assert meta["count"] == len(list(routes.glob("*.png"))) == meta["unchanged"] + 2
-    assert _metadata(result, "routes_overview")["skipped_unchanged"] is False
-    geoparquet = _metadata(result, "map_features_geoparquet")
+    assert asset_metadata(result, "routes_overview")["skipped_unchanged"] is False
+    geoparquet = asset_metadata(result, "map_features_geoparquet")
     assert geoparquet["skipped_unchanged"] is False
-    [(rows,)] = _rows(warehouse, "select count(*) from ocean_tracking.map_features")
+    [(rows,)] = query_rows(warehouse, "select count(*) from ocean_tracking.map_features")
     assert geoparquet["rows"] == rows == len(gpd.read_parquet(out / "map_features.parquet"))
 
 
@@ -265,11 +228,11 @@ def test_empty_warehouse_gives_no_route_maps_and_an_empty_overview(tmp_path):
     with empty.writing(), empty.connect():
         pass  # the writer's attach creates the lake, with no table in it
 
-    result = _materialize(warehouse_resource(tmp_path / "data"), tmp_path / "out")
+    result = materialize_maps(warehouse_resource(tmp_path / "data"), tmp_path / "out")
 
     assert result.success
-    assert _metadata(result, "route_maps")["count"] == 0
-    assert _metadata(result, "map_features_geoparquet")["rows"] == 0
+    assert asset_metadata(result, "route_maps")["count"] == 0
+    assert asset_metadata(result, "map_features_geoparquet")["rows"] == 0
     assert _png(tmp_path / "out" / "maps" / "overview.png").shape[:2] == OVERVIEW_PX
 
 
