@@ -1,7 +1,10 @@
 """Analytics models as Dagster assets: the dbt project under `sql/` through dagster-dbt (`@dbt_assets`).
 
-One asset `analytics/<model>` per dbt model (group `analytics`), built by `dbt build` with the same
-target and vars as the CLI sync (`pipelines.warehouse.models`): one runner. The lineage, descriptions and
+One asset `analytics/<model>` per dbt model (group `analytics`), built by `dbt build` in the run's own
+process with the CLI sync's runner, target and vars (`pipelines.warehouse.models.invoke_dbt`): one
+runner. dagster-dbt supplies the specs, the subset selection and the test-to-check mapping; its
+`DbtCliResource` is not used: it runs dbt as a subprocess, and the models' step took 36-41 s that way
+against 15-17 s in process on the same 200-shipment lake (BENCHMARKS.md). The lineage, descriptions and
 checks come from dbt's manifest, `sql/target/manifest.json`, made at setup time (`scripts/bootstrap.sh`
 runs `dbt parse`), never while the definitions import:
 - a source `ocean_tracking.<table>` -> the ingest asset `ocean_tracking/<table>`; a dlt child table
@@ -15,30 +18,33 @@ columns and a preview, read after the build.
 """
 
 import json
-import sys
-import tempfile
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, dbt_assets
+from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, dbt_assets
+from dagster_dbt.asset_utils import (
+    get_asset_check_key_for_test,
+    get_checks_on_sources_upstream_of_selected_assets,
+    get_subset_selection_for_context,
+)
 
 from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
 from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
 from pipelines.warehouse.models import (
-    INDIRECT_SELECTION,
     MANIFEST_PATH,
     PARSE_COMMAND,
-    SQL_DIR,
+    dbt_args,
     dbt_target,
     dbt_vars,
+    invoke_dbt,
+    outcome_error,
     preview_markdown,
 )
 
 ANALYTICS_GROUP = "analytics"
-# dbt as installed beside this interpreter (a venv not on PATH, e.g. a Dagster run launched by path)
-DBT_EXECUTABLE = str(Path(sys.executable).with_name("dbt"))
+# dbt's statuses of a test that ran (not `skipped`)
+TEST_OUTCOMES = ("pass", "fail", "warn", "error")
 
 
 class ManifestMissingError(RuntimeError):
@@ -122,6 +128,42 @@ def _with_table_metadata(
             yield event
 
 
+def dbt_events(context: dg.AssetExecutionContext, outcome: Any) -> Iterator[Any]:
+    """Dagster events for a `dbt build` outcome, in dbt's order (a model, then its tests): an output per
+    selected model built, an asset check result per selected test run (severity WARN for a test dbt
+    configured as `warn`). Unselected nodes (dbt runs a test of a selected model's relations too) and
+    skipped ones (downstream of a failure) yield nothing."""
+    check_keys = {
+        *context.selected_asset_check_keys,
+        *get_checks_on_sources_upstream_of_selected_assets(context.assets_def, context.selected_asset_keys),
+    }
+    for node_result in getattr(outcome.result, "results", None) or []:
+        node = node_result.node
+        status = str(getattr(node_result.status, "value", node_result.status))
+        seconds = round(float(node_result.execution_time or 0.0), 3)
+        if node.resource_type == "model" and status == "success":
+            key = model_key(node.name)
+            if key in context.selected_asset_keys:
+                output = context.assets_def.get_output_name_for_asset_key(key)
+                yield dg.Output(None, output_name=output, metadata={"unique_id": node.unique_id, "execution_seconds": seconds})
+        elif node.resource_type == "test" and status in TEST_OUTCOMES:
+            check = get_asset_check_key_for_test(MANIFEST, TRANSLATOR, node.unique_id, None)
+            if check in check_keys:
+                severity = str(getattr(node.config, "severity", "error")).lower()
+                yield dg.AssetCheckResult(
+                    asset_key=check.asset_key,
+                    check_name=check.name,
+                    passed=status == "pass",
+                    severity=dg.AssetCheckSeverity.WARN if severity == "warn" else dg.AssetCheckSeverity.ERROR,
+                    metadata={
+                        "status": status,
+                        "failures": int(node_result.failures or 0),
+                        "unique_id": node.unique_id,
+                        "execution_seconds": seconds,
+                    },
+                )
+
+
 @dbt_assets(
     manifest=MANIFEST,
     dagster_dbt_translator=TRANSLATOR,
@@ -131,29 +173,26 @@ def _with_table_metadata(
 def analytics_models(
     context: dg.AssetExecutionContext, warehouse: Warehouse, ocean_tracking_api: OceanTrackingApi
 ) -> Iterator[Any]:
-    """`dbt build` of the selected models and their tests, in the configured warehouse, under its writer lock."""
+    """`dbt build` of the selected models and their tests, in the configured warehouse, under its writer
+    lock, in this process: the CLI sync's runner (`pipelines.warehouse.models.invoke_dbt`) with
+    dagster-dbt's subset selection, its test-to-check mapping, and the models' asset keys."""
     store = warehouse.store()
-    dbt = DbtCliResource(
-        project_dir=str(SQL_DIR), profiles_dir=str(SQL_DIR), target=dbt_target(store), dbt_executable=DBT_EXECUTABLE
-    )
-    args = ["build", "--vars", json.dumps(dbt_vars(store, app_url=ocean_tracking_api.app_url)), *INDIRECT_SELECTION]
-    # a throwaway target folder per run (dagster-dbt would leave one per run under sql/target)
-    with tempfile.TemporaryDirectory(prefix="dbt-") as target_path, store.writing():
-        invocation = dbt.cli(args, context=context, raise_on_error=False, target_path=Path(target_path))
-        events = list(invocation.stream())
-        succeeded = invocation.is_successful()
-        error = None if succeeded else invocation.get_error()
+    selection, indirect = get_subset_selection_for_context(
+        context, MANIFEST, select="fqn:*", exclude=None, selector=None,
+        dagster_dbt_translator=TRANSLATOR, current_dbt_indirect_selection_env=None,
+    )  # fmt: skip
+    variables = dbt_vars(store, app_url=ocean_tracking_api.app_url)
+    # dagster-dbt's choice for this subset (`empty` when the checks are chosen one by one), else `buildable`:
+    # the tests of the selected models, those against their sources included (cautious would drop a test
+    # reading a source), and none of an unselected model (eager would run deep_links' on stg_shipments)
+    args = [*dbt_args("build", target=dbt_target(store), variables=variables), *selection,
+            "--indirect-selection", indirect or "buildable"]  # fmt: skip
+    with store.writing():
+        outcome = invoke_dbt(args)
+    events = list(dbt_events(context, outcome))
     yield from _with_table_metadata(context, events, warehouse)
-    if not succeeded:
-        failed = [
-            f"{event.asset_key.path[-1]}.{event.check_name}"
-            for event in events
-            if isinstance(event, dg.AssetCheckResult) and not event.passed
-        ]
-        raise dg.Failure(
-            description=f"dbt build failed: {error or 'see the dbt output above'}"
-            + (f"; failed tests: {', '.join(failed)}" if failed else "")
-        )
+    if not outcome.success:
+        raise dg.Failure(description=outcome_error(args, outcome))
 
 
 model_assets: list[dg.AssetsDefinition] = [analytics_models]  # dbt's tests are its asset checks

@@ -93,7 +93,7 @@ def dbt_args(command: str, *, target: str, variables: dict[str, Any], select: li
     return [*args, *INDIRECT_SELECTION]
 
 
-def _failure_line(result: Any) -> str | None:
+def failure_line(result: Any) -> str | None:
     """One line for the first model or test that did not pass (which, and what failed), else None."""
     for node_result in getattr(result, "results", None) or []:
         status = str(getattr(node_result.status, "value", node_result.status))
@@ -120,24 +120,38 @@ def _close_duckdb_connections() -> None:
     DuckDBConnectionManager.close_all_connections()
 
 
-def run_dbt(args: list[str]) -> Any:
-    """Run dbt in this process (`dbtRunner`, nothing on the console: dbt's log is `sql/logs/dbt.log`);
-    raise `ModelBuildError` with one line naming what failed (a model, a test, or dbt itself)."""
+def invoke_dbt(args: list[str]) -> Any:
+    """Run dbt in this process (`dbtRunner`, nothing on the console: dbt's log is `sql/logs/dbt.log`) and
+    return its outcome (`dbtRunnerResult`: `success`, `result` with a result per node, `exception`),
+    passed or not. In process: a `dbt` subprocess costs its interpreter, imports and parse on top (the
+    Dagster models' step took 2.4x as long through dagster-dbt's subprocess runner: BENCHMARKS.md)."""
     from dbt.cli.main import dbtRunner
 
     # a throwaway target folder: sql/target keeps the manifest `dbt parse` made for the Dagster definitions
     with tempfile.TemporaryDirectory(prefix="dbt-") as target_path:
         try:
-            outcome = dbtRunner().invoke([*args, "--target-path", target_path, *QUIET_CONSOLE])
+            return dbtRunner().invoke([*args, "--target-path", target_path, *QUIET_CONSOLE])
         finally:
             _close_duckdb_connections()
-    if outcome.success:
-        return outcome.result
-    line = _failure_line(outcome.result)
+
+
+def outcome_error(args: list[str], outcome: Any) -> str:
+    """One line naming what failed in a dbt outcome: the first model or test that did not pass, else dbt's
+    own error."""
+    line = failure_line(outcome.result)
     if line is None:
         error = outcome.exception or "see sql/logs/dbt.log"
         line = f"dbt {args[0]} failed: {' '.join(str(error).split())}"
-    raise ModelBuildError(line)
+    return line
+
+
+def run_dbt(args: list[str]) -> Any:
+    """Run dbt in this process (`invoke_dbt`) and return its result; raise `ModelBuildError` with one line
+    naming what failed (a model, a test, or dbt itself)."""
+    outcome = invoke_dbt(args)
+    if outcome.success:
+        return outcome.result
+    raise ModelBuildError(outcome_error(args, outcome))
 
 
 def postgres_profile_env(credentials: Any) -> dict[str, str]:

@@ -561,6 +561,27 @@ def test_deep_links_url_encode_the_number_on_a_duckdb_file(tmp_path):
     }
 
 
+def test_a_subset_builds_only_its_models_and_runs_only_their_tests(built: BuiltWarehouse, tmp_path):
+    copy_lake(built.store, tmp_path / "data")
+    result = materialize_models(tmp_path / "data", selection=["analytics/stg_vessels"])
+    assert result.success
+    assert {e.asset_key for e in result.get_asset_materialization_events()} == {_key("stg_vessels")}
+    checks = {(e.asset_key, e.check_name) for e in result.get_asset_check_evaluations()}
+    expected = {(key.asset_key, key.name) for key in analytics_models.check_keys if key.asset_key == _key("stg_vessels")}
+    assert checks == expected and expected
+
+
+def test_a_failing_dbt_test_fails_its_check_and_the_run_in_one_line(built: BuiltWarehouse, tmp_path):
+    copy_lake(built.store, tmp_path / "data")
+    with lake_in(tmp_path / "data").writing(), lake_in(tmp_path / "data").connect() as con:
+        con.execute("insert into ocean_tracking.vessels select * from ocean_tracking.vessels limit 1")  # a duplicate id
+    with pytest.raises(dg.Failure) as raised:
+        materialize_models(tmp_path / "data", selection=["analytics/stg_vessels"])
+    message = raised.value.description
+    assert message.startswith("dbt test ") and "(on stg_vessels) failed" in message
+    assert "\n" not in message
+
+
 def test_a_failing_model_is_one_line_naming_it(tmp_path):
     store = duckdb_store(tmp_path / "warehouse.duckdb")
     _stub_warehouse(store.duckdb_file, "AB1")
