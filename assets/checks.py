@@ -5,6 +5,8 @@
 - relationships: the `<relationship>_id` columns resolve to a loaded row;
 - geometries: `st_isvalid` on `map_features_geo` (null geometries counted apart, not failures);
 - sync issues: a warning when an item skipped by the syncs (`sync_issues`) has failed for over a day;
+- schema drift: a warning, per table the API feeds, when the warehouse holds a column the API's spec does
+  not document (a new attribute) or a dlt variant column (values that did not fit the declared type);
 - freshness, two ways: `warehouse_loaded_recently` reads dlt's own `_dlt_loads` (it sees loads made
   outside Dagster too, e.g. `python -m pipelines sync`), and every ingest asset carries a Dagster
   `FreshnessPolicy.time_window` (set by the translator in `assets.ingest`) that Dagster evaluates
@@ -26,6 +28,7 @@ import duckdb
 
 from assets.ingest import DEFAULT_FRESHNESS_HOURS, asset_key
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
+from pipelines.extract.columns import api_columns, loaded_columns, schema_drift
 from pipelines.settings import FRESHNESS_HOURS_ENV
 from pipelines.warehouse.tables import table_exists
 
@@ -204,6 +207,31 @@ def check_item_issues(con: duckdb.DuckDBPyConnection, schema: str) -> dg.AssetCh
     )
 
 
+def check_schema_drift(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> dg.AssetCheckResult:
+    """Warn when `table` (or one of its nested tables) holds a column nobody declared, usually a new
+    attribute of the API, or a variant column; columns an older warehouse typed otherwise are listed
+    (dlt never changes a column's type) but pass."""
+    if not table_exists(con, schema, table):
+        return _missing(table)
+    ours = {name: columns for name, columns in loaded_columns(con, schema).items()
+            if name == table or name.startswith(f"{table}__")}  # fmt: skip
+    drift = schema_drift(ours)
+    problems = [f"{len(drift.new_columns)} undeclared column(s)"] if drift.new_columns else []
+    problems += [f"{len(drift.variant_columns)} variant column(s)"] if drift.variant_columns else []
+    return dg.AssetCheckResult(
+        passed=not drift.drifted,
+        severity=dg.AssetCheckSeverity.WARN,
+        description="; ".join(problems) or None,
+        metadata={
+            "new_columns": dg.MetadataValue.json([f"{t}.{c} ({kind})" for t, c, kind in drift.new_columns]),
+            "variant_columns": dg.MetadataValue.json([f"{t}.{c}" for t, c in drift.variant_columns]),
+            "retyped_columns": dg.MetadataValue.json(
+                [f"{t}.{c}: declared {declared}, loaded {loaded}" for t, c, declared, loaded in drift.retyped]
+            ),
+        },
+    )
+
+
 Evaluator = Callable[[duckdb.DuckDBPyConnection, str], dg.AssetCheckResult]
 
 
@@ -241,6 +269,16 @@ def _catalog() -> dict[dg.AssetCheckKey, tuple[dg.AssetCheckSpec, Evaluator]]:
     )  # fmt: skip
     for name, table, description, evaluate in table_checks:
         entries.append((dg.AssetCheckSpec(name, asset=asset_key(table), description=description), evaluate))
+    for table in (name for name in api_columns() if "__" not in name):
+        entries.append((
+            dg.AssetCheckSpec(
+                "columns_as_declared",
+                asset=asset_key(table),
+                description=f"{table} and its nested tables hold only the columns the API documents, "
+                "and no variant column (warns)",
+            ),
+            partial(check_schema_drift, table=table),
+        ))
     return {spec.key: (spec, evaluate) for spec, evaluate in entries}
 
 
@@ -258,7 +296,7 @@ CATALOG = _catalog()
 def ocean_tracking_ingest_checks(
     context: dg.AssetCheckExecutionContext, warehouse: Warehouse
 ) -> Iterator[dg.AssetCheckResult]:
-    """Evaluate the selected ingest checks (keys, relationships, geometries, freshness)."""
+    """Evaluate the selected ingest checks (keys, relationships, geometries, freshness, schema drift)."""
     with warehouse.connect(read_only=True) as con:
         for key in sorted(context.selected_asset_check_keys, key=lambda k: k.to_user_string()):
             _, evaluate = CATALOG[key]

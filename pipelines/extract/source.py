@@ -18,6 +18,9 @@ Request plan (the service allows 100 requests a minute per account, 100 rows a p
 - Per-item requests (a map, a container's events, a terminal, port or vessel by id) that fail after their
   retries are skipped and listed in `sync_issues` (see `pipelines.extract.item_issues`); list pages are not:
   a failed page fails the sync before anything is committed.
+- Every column the API documents is declared with its dlt type before any data arrives
+  (`pipelines.extract.columns`), so a column that is null so far exists anyway, typed, and a table that
+  received no row yet is created empty with its columns (nested tables, holds and fees, only once a row has one).
 """
 
 from __future__ import annotations
@@ -29,12 +32,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import dlt
+from dlt.common.schema.utils import has_table_seen_data
 from dlt.sources import DltResource, DltSource
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.jsonapi import rows_by_type
 from pipelines.errors import FeatureNotEnabledError, NotFoundError
+from pipelines.extract.columns import column_hints, nested_tables
+from pipelines.extract.fetch_log import TABLE as FETCH_LOG_TABLE
 from pipelines.extract.fetch_log import SyncFetchLog, digest
+from pipelines.extract.item_issues import TABLE as SYNC_ISSUES_TABLE
 from pipelines.extract.item_issues import ItemIssues
 from pipelines.extract.map_schedule import container_phase
 from pipelines.extract.pages import Page, changed_bundles, owners_of
@@ -62,48 +69,41 @@ ETA_HISTORY_COLUMNS = (
     "destination_ata_at",
 )
 
-# String lists stay one JSON column each instead of a child table per list.
-STRING_LIST_COLUMNS = {
-    "shipments": ("ref_numbers", "tags", "containers_ids"),
-    "containers": ("ref_numbers", "transport_events_ids", "raw_events_ids"),
-    "tracking_requests": ("ref_numbers", "shipment_tags", "tags"),
-    "shipping_lines": ("alternative_scacs",),
-    "ports": ("terminals_ids",),
-}
 FLOAT_COLUMNS = {
     "ports": ("latitude", "longitude"),
     "vessels": ("latitude", "longitude", "nautical_speed_knots", "navigational_heading_degrees"),
 }
 
 
-# Attributes the live service sends but the spec lacks (API-NOTES §0/§12, seen in the captured live
-# fixtures). They are null on most rows (every row of the captures), and dlt creates no column for an
-# attribute that has only ever been null, so without a declared type a sync of such pages leaves them out
-# of the schema and SQL that names them fails until a non-null value happens to arrive.
-LIVE_ONLY_COLUMNS = {
-    "shipments": {"pol_original_etd_at": "timestamp", "destination_original_eta_at": "timestamp"},
-    "containers": {
-        "delivered_at": "timestamp",
-        "empty_out_at": "timestamp",
-        "pol_full_in_at": "timestamp",
-        "pol_vessel_loaded_at": "timestamp",
-        "pol_vessel_departed_at": "timestamp",
-        "rail_last_tracking_request_at": "timestamp",
-        "ssl_lfd": "timestamp",
-    },
-    "transport_events": {"invalidated_at": "timestamp", "value": "text"},
-}
-
-
-def _column_hints(table: str) -> dict[str, dict[str, Any]]:
-    """Column hints of a table: string lists as JSON, live-only attributes with their type (nullable)."""
-    # a fresh dict per column: dlt writes the column name into the hint it is given
-    columns: dict[str, dict[str, Any]] = {
-        name: {"data_type": data_type, "nullable": True}
-        for name, data_type in LIVE_ONLY_COLUMNS.get(table, {}).items()
+def _declared(table: str) -> dict[str, Any]:
+    """The columns (and nested tables' columns) the API documents for `table`, as resource hints, so dlt
+    types every column, null or not, before any data arrives (`pipelines.extract.columns`)."""
+    nested = {
+        path: dlt.mark.make_nested_hints(columns=column_hints(name)) for path, name in nested_tables(table).items()
     }
-    columns.update({name: {"data_type": "json"} for name in STRING_LIST_COLUMNS.get(table, ())})
-    return columns
+    return {"columns": column_hints(table), "nested_hints": nested or None}
+
+
+def _is_new(table: str) -> bool:
+    """No load has created `table` yet (dlt marks a table once data, or an empty item, reached it)."""
+    existing = dlt.current.source_schema().tables.get(table)
+    return existing is None or not has_table_seen_data(existing)
+
+
+def _create_if_new(table: str) -> list[Any]:
+    """An empty item that has dlt create `table` with its declared columns even when no row arrives, while
+    the table is new (then nothing: an empty load job a sync per table would cost a merge each)."""
+    return [dlt.mark.materialize_table_schema()] if _is_new(table) else []
+
+
+def _keep_routed_tables_apart() -> None:
+    """The tables the running resource routes rows into (`fetch_log`, `sync_issues`: dlt table variants)
+    start from its hints; without this they would get its declared columns and nested tables. Done as the
+    resource runs, so the variants also start from hints applied after the source was built (a Delta
+    lake's `table_format`)."""
+    resource = dlt.current.resource()
+    for table in (FETCH_LOG_TABLE, SYNC_ISSUES_TABLE):
+        resource.apply_hints(table_name=table, columns={}, nested_hints={}, create_table_variant=True)
 
 
 def _coerce_floats(table: str, rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -178,9 +178,11 @@ def ocean_tracking(
         data_from=shipment_pages,
         primary_key="id",
         write_disposition="merge",
-        columns=_column_hints("shipments"),
+        **_declared("shipments"),
     )
     def shipments(page: Page) -> Iterator[Any]:
+        _keep_routed_tables_apart()
+        yield from _create_if_new("shipments")
         yield page.changed_rows("shipment")
         yield from log.pending()
         yield from issues.pending()
@@ -191,9 +193,10 @@ def ocean_tracking(
         data_from=shipment_pages,
         merge_key="shipment_id",
         write_disposition={"disposition": "merge", "strategy": "scd2"},
-        columns={name: {"data_type": "timestamp", "nullable": True} for name in ETA_HISTORY_COLUMNS},
+        columns={"shipment_id": {"data_type": "text"}, **{name: {"data_type": "timestamp"} for name in ETA_HISTORY_COLUMNS}},
     )
     def shipment_eta_history(page: Page) -> Iterator[list[dict]]:
+        yield from _create_if_new("shipment_eta_history")
         # only changed shipments: the merge key retires versions of the shipments loaded, not of the rest
         yield [
             {"shipment_id": row["id"], **{name: row.get(name) for name in ETA_HISTORY_COLUMNS}}
@@ -204,9 +207,11 @@ def ocean_tracking(
         data_from=shipment_pages,
         primary_key="id",
         write_disposition="merge",
-        columns=_column_hints("containers"),
+        **_declared("containers"),
     )
     def containers(page: Page) -> Iterator[Any]:
+        _keep_routed_tables_apart()
+        yield from _create_if_new("containers")
         yield page.changed_rows("container")
         yield from issues.pending()
 
@@ -214,15 +219,19 @@ def ocean_tracking(
         data_from=shipment_pages,
         primary_key="id",
         write_disposition="merge",
-        columns=_column_hints("transport_events"),
+        **_declared("transport_events"),
     )
     def transport_events(page: Page) -> Iterator[Any]:
+        _keep_routed_tables_apart()
+        yield from _create_if_new("transport_events")
         yield page.changed_rows("transport_event")
         yield from log.pending()
         yield from issues.pending()
 
-    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge")
+    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge", **_declared("terminals"))
     def terminals(page: Page) -> Iterator[Any]:
+        _keep_routed_tables_apart()
+        yield from _create_if_new("terminals")
         yield list(log.get().changed_rows("terminal", page.rows.get("terminal", [])))
         wanted = _related_ids(page.rows, {"container": ("pod_terminal_id", "pickup_facility_id")})
         wanted |= _related_ids(
@@ -233,10 +242,10 @@ def ocean_tracking(
         yield from log.pending()
         yield from issues.pending()
 
-    @dlt.transformer(
-        data_from=shipment_pages, primary_key="id", write_disposition="merge", columns=_column_hints("ports")
-    )
+    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge", **_declared("ports"))
     def ports(page: Page) -> Iterator[Any]:
+        _keep_routed_tables_apart()
+        yield from _create_if_new("ports")
         yield list(log.get().changed_rows("port", _coerce_floats("ports", page.rows.get("port", []))))
         wanted = _related_ids(
             page.rows,
@@ -250,8 +259,10 @@ def ocean_tracking(
         yield from log.pending()
         yield from issues.pending()
 
-    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge")
+    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge", **_declared("vessels"))
     def vessels(page: Page) -> Iterator[Any]:
+        _keep_routed_tables_apart()
+        yield from _create_if_new("vessels")
         wanted = _related_ids(page.rows, {"transport_event": ("vessel_id",)})
         yield fetched_once.fetch("vessel", "/vessels/{}", wanted)
         yield from log.pending()
@@ -293,6 +304,8 @@ def ocean_tracking(
             log.get().record_map(container_id, phase, datetime.now(UTC))
         if collected:
             yield feature_collections_to_table(collected)
+        elif not fetched_once.maps_disabled and _is_new("map_features"):
+            yield feature_collections_to_table([])  # the table, typed by its Arrow schema, with no rows yet
         yield from log.pending()
         yield from issues.pending()
 
@@ -304,26 +317,31 @@ def ocean_tracking(
     # (`fetch_log.ONCE_A_SYNC_KINDS`), and an event belongs to one container.
     transport_events.apply_hints(additional_table_hints={"x-stage-data-deduplicated": True})
 
-    @dlt.resource(primary_key="id", write_disposition="merge", columns=_column_hints("tracking_requests"))
+    @dlt.resource(primary_key="id", write_disposition="merge", **_declared("tracking_requests"))
     def tracking_requests(
         updated_at: dlt.sources.incremental[str] = dlt.sources.incremental(
             "updated_at", initial_value="1970-01-01T00:00:00Z", lag=tracking_requests_lag_seconds
         ),
     ) -> Iterator[list[dict]]:
+        yield from _create_if_new("tracking_requests")
         params = {"page[size]": PAGE_SIZE, "filter[updated_at][start]": updated_at.start_value}
         # Not filtered through the fetch log: the cursor must see every row, and an unchanged sync re-reads
         # only the lag window's few rows. (An item for another table here breaks dlt's cursor.)
         for document in client.paginate("/tracking_requests", params=params):
             yield rows_by_type(document).get("tracking_request", [])
 
-    @dlt.resource(primary_key="id", write_disposition="merge")
+    @dlt.resource(primary_key="id", write_disposition="merge", **_declared("parties"))
     def parties() -> Iterator[list[dict]]:
+        _keep_routed_tables_apart()
+        yield from _create_if_new("parties")
         for document in client.paginate("/parties", params={"page[size]": PAGE_SIZE}):
             yield list(log.get().changed_rows("party", rows_by_type(document).get("party", [])))
             yield from log.pending()
 
-    @dlt.resource(primary_key="id", write_disposition="merge", columns=_column_hints("shipping_lines"))
+    @dlt.resource(primary_key="id", write_disposition="merge", **_declared("shipping_lines"))
     def shipping_lines() -> Iterator[list[dict]]:
+        _keep_routed_tables_apart()
+        yield from _create_if_new("shipping_lines")
         for document in client.paginate("/shipping_lines", params={"page[size]": PAGE_SIZE}):
             yield list(log.get().changed_rows("shipping_line", rows_by_type(document).get("shipping_line", [])))
             yield from log.pending()
@@ -354,6 +372,7 @@ def history_without_scd2(source: DltSource) -> None:
         write_disposition={"disposition": "merge", "strategy": "insert-only"},
         primary_key="version_id",
         merge_key=[],
+        columns={"version_id": {"data_type": "text"}, "first_seen_at": {"data_type": "timestamp"}},
     )
     resource.add_map(_stamp_version)
 

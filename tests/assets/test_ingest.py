@@ -116,7 +116,10 @@ def test_only_tracking_requests_can_be_materialized(sandbox, tmp_path, dagster_i
     assert result.success
     assert [e.asset_key for e in result.get_asset_materialization_events()] == [key]
     checks = _check_results(result)
-    assert set(checks) == {"ocean_tracking/tracking_requests:primary_key_unique_not_null"}
+    assert set(checks) == {
+        "ocean_tracking/tracking_requests:primary_key_unique_not_null",
+        "ocean_tracking/tracking_requests:columns_as_declared",
+    }
     assert all(e.passed for e in checks.values())
     # one page of tracking requests: no shipment pages, parties or maps
     assert _spent(result, dagster_instance) == 1
