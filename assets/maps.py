@@ -22,6 +22,8 @@ cost about a second, and loading the code location must cost little more than Da
 """
 
 import base64
+import contextlib
+import functools
 import io
 import json
 import os
@@ -44,6 +46,8 @@ MAPS_GROUP = "maps"
 KEY_PREFIX = ["maps"]
 RAW_DEPS = [dg.AssetKey([DATASET_NAME, "map_features"]), dg.AssetKey([DATASET_NAME, "containers"])]
 if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
     import geopandas as gpd
 
 PREVIEW_WIDTH = 480  # px of the inline preview in the asset's metadata
@@ -246,6 +250,8 @@ ROUTES_MANIFEST = "manifest.json"  # in the routes folder: which map state each 
 # Recorded with every drawn map: raise it when the drawing changes (pipelines.geo.render) to redraw them all.
 DRAWING_VERSION = 2
 RENDER_BATCH = 200  # containers read and drawn at a time: memory follows a batch, not the fleet
+MAPS_PER_PROCESS = 16  # below this many maps a worker process costs more than it saves
+MAX_DRAWING_PROCESSES = 4
 
 
 @dg.asset(
@@ -308,6 +314,24 @@ def route_maps(
     return dg.MaterializeResult(metadata=metadata)
 
 
+def drawing_pool(maps_due: int) -> "ProcessPoolExecutor | None":
+    """Worker processes to draw many route maps at once, one a core; None for a few maps or one core.
+
+    Matplotlib draws in Python, on one core: 94 maps took 10.7 s of a 56 s daemon-launched full sync
+    (bench/daemon_run.py). The workers come from a forkserver that imported the renderer once, so each
+    starts without importing matplotlib and geopandas again; `fork` is not safe from Dagster's threaded
+    run worker, and `spawn` would import them in every worker."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(os.cpu_count() or 1, MAX_DRAWING_PROCESSES, maps_due // MAPS_PER_PROCESS)
+    if workers < 2:
+        return None
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["pipelines.geo.render", "pipelines.geo.land"])
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
+
+
 def _draw_routes(
     warehouse: Warehouse,
     folder: Path,
@@ -317,26 +341,28 @@ def _draw_routes(
     drawn: dict[str, dict[str, Any]],
     manifest_path: Path,
 ) -> None:
-    """Draw the due containers' maps a batch at a time (each PNG written whole, then renamed into place),
-    recording each in `drawn` and the manifest after every batch, so a stopped run keeps what it drew."""
-    from pipelines.geo.land import load_land
-    from pipelines.geo.render import render_container_route
+    """Draw the due containers' maps a batch at a time (each PNG written whole, then renamed into place;
+    many maps in worker processes, `drawing_pool`), recording each in `drawn` and the manifest after every
+    batch, so a stopped run keeps what it drew."""
+    from pipelines.geo.render import render_route_with_land
 
-    land = load_land()
-    with warehouse.connect(read_only=True) as con:
+    pool = drawing_pool(len(due))
+    with pool or contextlib.nullcontext(), warehouse.connect(read_only=True) as con:
         for start in range(0, len(due), RENDER_BATCH):
             batch = due[start : start + RENDER_BATCH]
             features = map_features_in(con, warehouse.dataset_name, container_ids=batch)
             if features is None:  # the table went away since the containers were listed
                 return
-            for container_id, rows in features.groupby("container_id", sort=True):
-                number, load_id = at_sea[container_id]
-                final = folder / files[container_id]
-                partial = folder / f".{final.stem}.partial.png"  # a leftover is removed by the next run
-                title = route_title(rows, str(number or container_id))
-                result = render_container_route(rows, land, partial, title)
+            groups = list(features.groupby("container_id", sort=True))
+            finals = [folder / files[container_id] for container_id, _ in groups]
+            # a leftover partial file is removed by the next run
+            partials = [folder / f".{final.stem}.partial.png" for final in finals]
+            titles = [route_title(rows, str(at_sea[container_id][0] or container_id)) for container_id, rows in groups]
+            draw = functools.partial(pool.map, chunksize=4) if pool else map
+            results = draw(render_route_with_land, [rows for _, rows in groups], partials, titles)
+            for (container_id, _), final, partial, result in zip(groups, finals, partials, results, strict=True):
                 os.replace(partial, final)
-                drawn[container_id] = {"file": final.name, "load_id": load_id, "wide": result.lon_span > 180}
+                drawn[container_id] = {"file": final.name, "load_id": at_sea[container_id][1], "wide": result.lon_span > 180}
             write_json_atomically(manifest_path, {"version": DRAWING_VERSION, "containers": drawn})
 
 

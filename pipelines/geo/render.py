@@ -467,3 +467,11 @@ def render_overview(
             labels.append(port.text)
     size = _save(fig, out_path, dpi)
     return RenderResult(out_path, tuple(float(v) for v in extent), lon0, size, title, tuple(labels), counts)
+
+
+def render_route_with_land(features_gdf: gpd.GeoDataFrame, out_path: str | Path, title: str) -> RenderResult:
+    """`render_container_route` over the vendored land outline (read once per process): the unit of work
+    of a pool of drawing processes, which cannot be handed the outline cheaply with every map."""
+    from pipelines.geo.land import load_land
+
+    return render_container_route(features_gdf, load_land(), out_path, title)

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import shapely
 
+import assets.maps
 from assets.maps import containers_at_sea, read_map_features, route_files
 from assets.resources import Warehouse
 from pipelines.geo.frame import central_longitude, lines_in_frame, wrap_to_frame
@@ -221,6 +222,20 @@ def test_rendering_is_deterministic(synced, tmp_path):
 
     assert first.path.read_bytes() == second.path.read_bytes()
     assert first.extent == second.extent
+
+
+def test_worker_processes_draw_the_same_maps_as_the_run_itself(synced, materialized, tmp_path, monkeypatch):
+    _, data_dir = materialized
+    in_process = {name: data for name, (_, data) in _files(data_dir / "maps" / "routes").items()}
+    monkeypatch.setattr(assets.maps, "MAPS_PER_PROCESS", 1)  # a pool for any two maps
+    with assets.maps.drawing_pool(2) as pool:
+        assert pool._max_workers >= 2
+    result = materialize_maps(synced, tmp_path / "pooled")
+    assert result.success
+    pooled = {name: data for name, (_, data) in _files(tmp_path / "pooled" / "maps" / "routes").items()}
+    assert pooled.keys() == in_process.keys() and len(pooled) > 2
+    pngs = [name for name in pooled if name.endswith(".png")]
+    assert all(pooled[name] == in_process[name] for name in pngs)
 
 
 def test_empty_warehouse_gives_no_route_maps_and_an_empty_overview(tmp_path):
