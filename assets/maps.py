@@ -23,13 +23,13 @@ cost about a second, and loading the code location must cost little more than Da
 
 import base64
 import contextlib
-import functools
 import io
 import json
 import os
 import re
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -318,18 +318,21 @@ def drawing_pool(maps_due: int) -> "ProcessPoolExecutor | None":
     """Worker processes to draw many route maps at once, one a core; None for a few maps or one core.
 
     Matplotlib draws in Python, on one core: 94 maps took 10.7 s of a 56 s daemon-launched full sync
-    (bench/daemon_run.py). The workers come from a forkserver that imported the renderer once, so each
-    starts without importing matplotlib and geopandas again; `fork` is not safe from Dagster's threaded
-    run worker, and `spawn` would import them in every worker."""
+    (bench/daemon_run.py). The workers are forked, after the renderer is imported and the land outline
+    read here, so they start at once with both. Not `spawn` or `forkserver`: their workers import the
+    caller's `__main__` again, and a script without a main guard (one that calls `dg.materialize` at its
+    top level) would run itself in every worker. The forked workers only draw and write PNGs: they take
+    no lock of the run worker's threads (logging re-creates its locks at a fork, DuckDB is not used)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+
+    from pipelines.geo.land import load_land
 
     workers = min(os.cpu_count() or 1, MAX_DRAWING_PROCESSES, maps_due // MAPS_PER_PROCESS)
     if workers < 2:
         return None
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["pipelines.geo.render", "pipelines.geo.land"])
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    load_land()  # read once here, inherited by every worker
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
 
 
 def _draw_routes(
@@ -358,8 +361,12 @@ def _draw_routes(
             # a leftover partial file is removed by the next run
             partials = [folder / f".{final.stem}.partial.png" for final in finals]
             titles = [route_title(rows, str(at_sea[container_id][0] or container_id)) for container_id, rows in groups]
-            draw = functools.partial(pool.map, chunksize=4) if pool else map
-            results = draw(render_route_with_land, [rows for _, rows in groups], partials, titles)
+            work = ([rows for _, rows in groups], partials, titles)
+            try:
+                results = list(pool.map(render_route_with_land, *work, chunksize=4) if pool else map(render_route_with_land, *work))
+            except BrokenProcessPool:  # a worker died (killed, out of memory): draw the batch here
+                pool = None
+                results = list(map(render_route_with_land, *work))
             for (container_id, _), final, partial, result in zip(groups, finals, partials, results, strict=True):
                 os.replace(partial, final)
                 drawn[container_id] = {"file": final.name, "load_id": at_sea[container_id][1], "wide": result.lon_span > 180}
