@@ -23,7 +23,7 @@ import dagster as dg
 AUTOMATION_SENSOR_NAME = "follow_upstream_changes"
 AUTOMATION_INTERVAL_SECONDS = 30
 # Downstream groups: they read the warehouse only, never the API.
-FOLLOWING_GROUPS = ("analytics", "maps")
+FOLLOWING_GROUPS = ("analytics_staging", "analytics", "maps")
 
 
 def follows_upstream(spec: dg.AssetSpec) -> dg.AssetSpec:

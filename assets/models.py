@@ -43,6 +43,9 @@ from pipelines.warehouse.models import (
 )
 
 ANALYTICS_GROUP = "analytics"
+# The staging models (typed copies of the raw tables) in a group of their own: the lineage page shows
+# the marts analysts query in `analytics` and folds `analytics_staging` (Dagster has no hidden assets).
+STAGING_GROUP = "analytics_staging"
 # dbt's statuses of a test that ran (not `skipped`)
 TEST_OUTCOMES = ("pass", "fail", "warn", "error")
 
@@ -75,8 +78,8 @@ class OceanTrackingTranslator(DagsterDbtTranslator):
         return dbt_resource_props.get("description") or f"dbt model {dbt_resource_props['name']}"
 
     def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
-        """Every model is in the group `analytics`."""
-        return ANALYTICS_GROUP
+        """`analytics_staging` for a model under models/staging, else `analytics`."""
+        return STAGING_GROUP if "staging" in dbt_resource_props.get("fqn", [])[1:-1] else ANALYTICS_GROUP
 
 
 def load_manifest() -> dict[str, Any]:

@@ -64,7 +64,7 @@ def test_one_asset_per_model_file_with_header_as_description():
     for path in files:
         spec = specs[_key(path.stem)]
         assert spec.description == _header(path.read_text())  # the schema yml keeps the header
-        assert spec.group_name == "analytics"
+        assert spec.group_name == ("analytics_staging" if spec.key.path[-1].startswith("stg_") else "analytics")
     assert analytics_models.op.pool == OCEAN_TRACKING_POOL
 
 
