@@ -97,7 +97,7 @@ def print_summary(warehouse: WarehouseStore, sandbox: SandboxProcess, seconds: f
     console.print(f"Route maps: {routes}/*.png ({len(list(routes.glob('*.png')))}), "
                   f"overview {maps_dir() / 'overview.png'}")
     console.print("Query it (read-only, also while a run writes): .venv/bin/python -m pipelines lake session")
-    console.print(f"Done in {seconds:.0f}s. Open the Dagster UI on this run: DAGSTER_HOME=$PWD .venv/bin/dagster dev")
+    console.print(f"Done in {seconds:.0f}s. Open the Dagster UI on this run: bash scripts/dagster-dev")
 
 
 def main(argv: list[str] | None = None) -> int:

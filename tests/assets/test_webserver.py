@@ -80,3 +80,41 @@ def test_webserver_serves_the_ingest_asset_graph(webserver):
     url, proc, log = webserver
     paths = _asset_paths(url, proc, log)
     assert {tuple(key.path) for key in INGEST_KEYS} <= paths
+
+
+def _session_alive(session_id: int) -> list[int]:
+    """Pids of live (not zombie) processes in a session."""
+    pids = []
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = status.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session_id and fields[0] != "Z":  # fields: state, ppid, pgrp, session
+            pids.append(int(status.parent.name))
+    return pids
+
+
+def test_dagster_dev_started_in_the_background_stops_on_sigterm_and_leaves_nothing(tmp_path):
+    # the condition that made `dagster dev &` unstoppable: SIGINT inherited as ignored
+    shutil.copy(ROOT / "dagster.yaml", tmp_path / "dagster.yaml")
+    port = _free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "OCEAN_TRACKING_DATA_DIR": str(tmp_path / "data")}
+    with (tmp_path / "dev.log").open("w") as log:
+        proc = subprocess.Popen(
+            ["bash", str(ROOT / "scripts" / "dagster-dev"), "-h", "127.0.0.1", "-p", str(port)],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )
+    try:
+        _asset_paths(f"http://127.0.0.1:{port}", proc, tmp_path / "dev.log")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) is not None
+        deadline = time.monotonic() + 30
+        while _session_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _session_alive(proc.pid), (tmp_path / "dev.log").read_text()[-2000:]
+        assert "Dagster services shut down" in (tmp_path / "dev.log").read_text()
+    finally:
+        if _session_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
