@@ -4,6 +4,7 @@ renderer's antimeridian handling, land outline and determinism."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -228,6 +229,7 @@ def test_worker_processes_draw_the_same_maps_as_the_run_itself(synced, materiali
     _, data_dir = materialized
     in_process = {name: data for name, (_, data) in _files(data_dir / "maps" / "routes").items()}
     monkeypatch.setattr(assets.maps, "MAPS_PER_PROCESS", 1)  # a pool for any two maps
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # and two workers, on a one-core machine too
     with assets.maps.drawing_pool(2) as pool:
         assert pool._max_workers >= 2
     result = materialize_maps(synced, tmp_path / "pooled")
