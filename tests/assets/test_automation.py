@@ -26,9 +26,9 @@ def definitions_on(resources: dict) -> dg.Definitions:
     )
 
 
-def requested_keys(result) -> set[dg.AssetKey]:
-    """The assets an automation evaluation requested."""
-    return {key for key in result._requested_partitions_by_asset_key if result.get_num_requested(key)}
+def requested_keys(result, definitions: dg.Definitions) -> set[dg.AssetKey]:
+    """The assets an automation evaluation requested (through the result's public `get_num_requested`)."""
+    return {key for key in definitions.resolve_asset_graph().get_all_asset_keys() if result.get_num_requested(key)}
 
 
 def run_requested(definitions: dg.Definitions, keys: set[dg.AssetKey], instance) -> dg.ExecuteInProcessResult:
@@ -52,11 +52,7 @@ def test_the_automation_sensor_is_on_by_default_and_targets_only_what_spends_no_
     assert groups == set(FOLLOWING_GROUPS)
     # every model and map follows; no asset that spends API requests (or the maintenance) does
     assert following == {key for key in graph.get_all_asset_keys() if graph.get(key).group_name in FOLLOWING_GROUPS}
-    assert executor_name(defs) == "in_process"
-
-
-def executor_name(definitions: dg.Definitions) -> str:
-    return definitions.executor.name
+    assert defs.executor.name == "in_process"
 
 
 def test_an_ingest_alone_refreshes_models_and_maps_at_the_next_evaluation(sandbox, tmp_path):
@@ -76,9 +72,9 @@ def test_an_ingest_alone_refreshes_models_and_maps_at_the_next_evaluation(sandbo
         after_ingest = dg.evaluate_automation_conditions(defs=definitions, instance=instance, cursor=first.cursor)
         graph = definitions.resolve_asset_graph()
         downstream = {k for k in graph.get_all_asset_keys() if graph.get(k).group_name in FOLLOWING_GROUPS}
-        assert requested_keys(after_ingest) == downstream
+        assert requested_keys(after_ingest, definitions) == downstream
 
-        refreshed = run_requested(definitions, requested_keys(after_ingest), instance)
+        refreshed = run_requested(definitions, requested_keys(after_ingest, definitions), instance)
         assert refreshed.success
         # the models hold the ingested rows: one status row per loaded container
         containers = row_count(warehouse, f"{DATASET_NAME}.containers")
