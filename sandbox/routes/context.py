@@ -97,6 +97,7 @@ class SandboxState:
     blobs: BlobStore
     speed: float = 1.0
     stats: Stats = field(default_factory=Stats)
+    custom_fields: dict[str, Any] = field(default_factory=dict)  # account name -> CustomFieldStore (writes in memory)
 
 
 @dataclass
