@@ -64,6 +64,9 @@ PRIMARY_KEYS = (
     KeySpec("tracking_requests", ("id",)),
     KeySpec("parties", ("id",)),
     KeySpec("shipping_lines", ("id",)),
+    KeySpec("departed_shipments", ("shipment_id",)),
+    KeySpec("custom_field_definitions", ("id",)),
+    KeySpec("custom_fields", ("id",)),
 )
 
 RELATIONSHIPS = (
@@ -73,6 +76,8 @@ RELATIONSHIPS = (
     Relationship("shipments", "port_of_discharge_id", "ports"),
     Relationship("transport_events", "container_id", "containers"),
     Relationship("map_features", "container_id", "containers"),
+    Relationship("departed_shipments", "shipment_id", "shipments"),
+    Relationship("custom_fields", "definition_id", "custom_field_definitions"),
 )
 
 

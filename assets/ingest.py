@@ -49,6 +49,9 @@ TABLE_DEPS: dict[str, tuple[str, ...]] = {
     "tracking_requests": ("shipments", "parties"),
     "parties": (),
     "shipping_lines": (),
+    "departed_shipments": ("shipments",),
+    "custom_field_definitions": (),
+    "custom_fields": ("custom_field_definitions", "shipments", "containers", "tracking_requests"),
     "sync_issues": (),
 }
 # Tables the source writes that are no resource of it (written alongside the resources that fetch items).
@@ -66,6 +69,10 @@ DESCRIPTIONS = {
     "tracking_requests": "Tracking requests, incremental on `updated_at` (5-minute lag window).",
     "parties": "Customers (parties) of the account.",
     "shipping_lines": "Shipping lines (carriers) and their SCACs.",
+    "departed_shipments": "Shipments that left the account (no longer listed by the service), with when a "
+    "sync noticed; a shipment listed again drops out.",
+    "custom_field_definitions": "The account's custom field definitions (slug, label, data type, entity type).",
+    "custom_fields": "Custom field values on shipments, containers and tracking requests; deleted values go.",
     "sync_issues": "Items (a map, a container's events, a terminal, port or vessel) that failed after their "
     "retries and were skipped: one row each while it fails, deleted when a sync fetches it again.",
 }

@@ -40,6 +40,8 @@ TABLES = {
     "tracking_requests": "tracking_request",
     "parties": "party",
     "shipping_lines": "shipping_line",
+    "custom_field_definitions": "custom_field_definition",
+    "custom_fields": "custom_field",
 }
 
 # What live responses carry beyond the spec (API-NOTES §0, §4-§9, §12; the captured fixtures in
@@ -89,6 +91,11 @@ LIVE_COLUMNS: dict[str, dict[str, str]] = {
     "ports": {"terminals_ids": "json"},
     "terminals": {"facility_type": "text", **_provided_data(_PROVIDED_DATA_TERMINAL)},
     "shipping_lines": {"tracking_url": "text", "contact_url": "text", **_provided_data(_PROVIDED_DATA_LINE)},
+    # cli/custom-field-definitions.list.json: relationships the spec omits (to-many kept as JSON id lists)
+    "custom_field_definitions": {
+        "template_id": "text", "created_at": "timestamp", "updated_at": "timestamp",
+        "account_id": "text", "fields_ids": "json", "options_ids": "json",
+    },
 }
 
 #: Where the live type differs from the spec's. (Port coordinates are strings on the wire, `"35.10162"`,
@@ -96,6 +103,10 @@ LIVE_COLUMNS: dict[str, dict[str, str]] = {
 LIVE_TYPES: dict[str, dict[str, str]] = {
     # a plain string in the spec, but an ISO 8601 instant by its description, example and live captures
     "vessels": {"position_timestamp": "timestamp"},
+    # any JSON value by the spec (`custom_field_value`: string, number, bool, array or object), loaded as its
+    # JSON text (`pipelines.extract.custom_fields`): dlt's json type takes objects and lists only, so a
+    # string or a boolean would land in variant columns, and a list would become a nested table
+    "custom_fields": {"value": "text"},
 }
 
 _SCALARS = {"integer": "bigint", "number": "double", "boolean": "bool"}

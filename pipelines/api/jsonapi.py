@@ -14,7 +14,7 @@ from typing import Any
 from pipelines.errors import MalformedResponseError
 
 #: Relationships whose target type varies (shipment or container; party or account), so the type is kept.
-POLYMORPHIC = frozenset({"tracked_object", "reference_object", "customer"})
+POLYMORPHIC = frozenset({"tracked_object", "reference_object", "customer", "entity"})
 
 Row = dict[str, Any]
 

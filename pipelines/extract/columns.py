@@ -27,6 +27,9 @@ COLUMNS_FILE = Path(__file__).with_name("api_columns.json")
 VARIANT_MARKER = "__v_"
 #: dlt's own columns (load id, row keys, nested-table links, SCD2 validity): never an attribute.
 DLT_PREFIX = "_dlt_"
+#: The pipeline's own column on tables whose rows a complete listing can retire (`pipelines.extract.roster`):
+#: dlt's `hard_delete` marker, never an attribute.
+HARD_DELETE_COLUMN = {"deleted": {"data_type": "bool", "nullable": True, "hard_delete": True}}
 #: A dlt data type → how DuckDB (and DuckLake) reports it in `information_schema.columns`.
 DUCKDB_TYPES = {
     "text": "VARCHAR",
@@ -95,7 +98,7 @@ def schema_drift(loaded: Mapping[str, Mapping[str, str]],
         for column in sorted(columns):
             if VARIANT_MARKER in column:
                 drift.variant_columns.append((table, column))
-            elif not ours or column.startswith(DLT_PREFIX):
+            elif not ours or column.startswith(DLT_PREFIX) or column in HARD_DELETE_COLUMN:
                 continue
             elif known is None or column not in known:
                 drift.new_columns.append((table, column, columns[column]))

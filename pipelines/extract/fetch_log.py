@@ -12,7 +12,8 @@ The table `fetch_log` has one row per item the pipeline has decided on: `kind`, 
 - `map`: the phase the container's route map was fetched in and when (`pipelines.extract.map_schedule`);
 - `terminal`, `port`, `vessel`: reference rows, fetched by id at most once (a null digest: known, no
   content, such as a reference the service no longer has), and loaded again only when they changed;
-- `party`, `shipping_line`: rows of the lists read whole each sync, loaded only when they changed.
+- `party`, `shipping_line`, `custom_field_definition`, `custom_field`: rows of the lists read whole each
+  sync, loaded only when they changed.
   (Tracking requests are not logged: their dlt cursor already reads only what changed, plus a lag window.)
 
 A sync reads the log once, at its start, with one query, into a compact in-memory index (two sorted

@@ -5,8 +5,11 @@ containers and their included events, digested as the page brought them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from pipelines.api.client import OceanTrackingClient
 from pipelines.extract.fetch_log import FetchLog, digest
+from pipelines.settings import PAGE_SIZE
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,14 @@ class Page:
     rows: dict[str, list[dict]]
     owners: dict[tuple[str, str], str]
     changed_shipments: frozenset[str]
+    # Set on the closing page only, which has no rows: every shipment id the complete listing showed.
+    listed_shipment_ids: frozenset[str] | None = None
+
+    @classmethod
+    def closing(cls, listed_shipment_ids: set[str]) -> Page:
+        """The page after the last one: no rows, and the ids of every shipment the listing showed (what is
+        not among them has left the account, `pipelines.extract.roster`)."""
+        return cls({}, {}, frozenset(), frozenset(listed_shipment_ids))
 
     def changed_rows(self, type_: str) -> list[dict]:
         """The rows of `type_` (shipment, container, transport_event) worth loading: those of changed
@@ -65,3 +76,8 @@ def changed_bundles(page: dict[str, list[dict]], owners: dict[tuple[str, str], s
             log.record("shipment", shipment_id, value)
             changed.add(shipment_id)
     return frozenset(changed)
+
+
+def every_page(client: OceanTrackingClient, path: str) -> list[dict[str, Any]]:
+    """Every page of a list, read to the end before any is used, so a failure midway leaves nothing half-read."""
+    return list(client.paginate(path, {"page[size]": PAGE_SIZE}))

@@ -11,6 +11,9 @@ Request plan (the service allows 100 requests a minute per account, 100 rows a p
 - `/tracking_requests` is incremental on `updated_at` (the only endpoint with an updated-since filter),
   re-reading a lag window so rows updated at the boundary are not lost.
 - Maps: see `pipelines.extract.map_schedule`.
+- Custom field definitions and values: two paged lists a sync (`pipelines.extract.custom_fields`).
+- Once the shipment pages complete, shipments the warehouse holds and the listing lacks have left the
+  account: flagged in `departed_shipments` (`pipelines.extract.roster`), never deleted.
 - What was fetched and loaded is kept in the warehouse's `fetch_log` table, not in dlt state (see
   `pipelines.extract.fetch_log`): a shipment whose bundle (the shipment, its containers, their events)
   is unchanged since it was loaded is not loaded again, nor is an unchanged reference, party or shipping
@@ -32,19 +35,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 import dlt
-from dlt.common.schema.utils import has_table_seen_data
 from dlt.sources import DltResource, DltSource
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.jsonapi import rows_by_type
 from pipelines.errors import FeatureNotEnabledError, NotFoundError
-from pipelines.extract.columns import column_hints, nested_tables
-from pipelines.extract.fetch_log import TABLE as FETCH_LOG_TABLE
+from pipelines.extract.custom_fields import custom_field_resources
 from pipelines.extract.fetch_log import SyncFetchLog, digest
-from pipelines.extract.item_issues import TABLE as SYNC_ISSUES_TABLE
+from pipelines.extract.hints import create_if_new, declared, is_new, keep_routed_tables_apart
 from pipelines.extract.item_issues import ItemIssues
 from pipelines.extract.map_schedule import container_phase
-from pipelines.extract.pages import Page, changed_bundles, owners_of
+from pipelines.extract.pages import Page, changed_bundles, every_page, owners_of
+from pipelines.extract.roster import DEPARTED_COLUMNS, DEPARTED_TABLE, shipment_departures
 from pipelines.geo.features import feature_collections_to_table
 from pipelines.settings import PAGE_SIZE, SOURCE_NAME
 
@@ -73,37 +75,6 @@ FLOAT_COLUMNS = {
     "ports": ("latitude", "longitude"),
     "vessels": ("latitude", "longitude", "nautical_speed_knots", "navigational_heading_degrees"),
 }
-
-
-def _declared(table: str) -> dict[str, Any]:
-    """The columns (and nested tables' columns) the API documents for `table`, as resource hints, so dlt
-    types every column, null or not, before any data arrives (`pipelines.extract.columns`)."""
-    nested = {
-        path: dlt.mark.make_nested_hints(columns=column_hints(name)) for path, name in nested_tables(table).items()
-    }
-    return {"columns": column_hints(table), "nested_hints": nested or None}
-
-
-def _is_new(table: str) -> bool:
-    """No load has created `table` yet (dlt marks a table once data, or an empty item, reached it)."""
-    existing = dlt.current.source_schema().tables.get(table)
-    return existing is None or not has_table_seen_data(existing)
-
-
-def _create_if_new(table: str) -> list[Any]:
-    """An empty item that has dlt create `table` with its declared columns even when no row arrives, while
-    the table is new (then nothing: an empty load job a sync per table would cost a merge each)."""
-    return [dlt.mark.materialize_table_schema()] if _is_new(table) else []
-
-
-def _keep_routed_tables_apart() -> None:
-    """The tables the running resource routes rows into (`fetch_log`, `sync_issues`: dlt table variants)
-    start from its hints; without this they would get its declared columns and nested tables. Done as the
-    resource runs, so the variants also start from hints applied after the source was built (a Delta
-    lake's `table_format`)."""
-    resource = dlt.current.resource()
-    for table in (FETCH_LOG_TABLE, SYNC_ISSUES_TABLE):
-        resource.apply_hints(table_name=table, columns={}, nested_hints={}, create_table_variant=True)
 
 
 def _coerce_floats(table: str, rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -142,13 +113,16 @@ def ocean_tracking(
     @dlt.resource(selected=False)
     def shipment_pages() -> Iterator[Page]:
         params = {"page[size]": PAGE_SIZE, "include": ",".join(SHIPMENT_INCLUDES)}
+        listed: set[str] = set()
         for document in client.paginate("/shipments", params=params):
             rows = rows_by_type(document)
+            listed.update(row["id"] for row in rows.get("shipment", []))
             owners = owners_of(rows)  # before events fetched apart join the page: those are always loaded
             changed = changed_bundles(rows, owners, log.get())
             # in the page, so the vessels and ports these events name are fetched too
             rows.setdefault("transport_event", []).extend(_events_not_included(rows))
             yield Page(rows, owners, changed)
+        yield Page.closing(listed)  # the listing completed: what it lacks left the account
 
     def _events_not_included(page: dict[str, list[dict]]) -> list[dict]:
         """Events of containers whose events the page lacks (the live service may ignore the nested
@@ -165,7 +139,7 @@ def ocean_tracking(
                 continue
             if event_ids and not set(event_ids) <= known:
                 path = f"/containers/{container_id}/transport_events"
-                documents = issues.fetch("transport_events", container_id, _all_pages, client, path)
+                documents = issues.fetch("transport_events", container_id, every_page, client, path)
                 if documents is None:
                     continue  # not recorded: the next sync asks again
                 for document in documents:  # all its events: those the page included are there already
@@ -178,11 +152,11 @@ def ocean_tracking(
         data_from=shipment_pages,
         primary_key="id",
         write_disposition="merge",
-        **_declared("shipments"),
+        **declared("shipments"),
     )
     def shipments(page: Page) -> Iterator[Any]:
-        _keep_routed_tables_apart()
-        yield from _create_if_new("shipments")
+        keep_routed_tables_apart()
+        yield from create_if_new("shipments")
         yield page.changed_rows("shipment")
         yield from log.pending()
         yield from issues.pending()
@@ -196,22 +170,29 @@ def ocean_tracking(
         columns={"shipment_id": {"data_type": "text"}, **{name: {"data_type": "timestamp"} for name in ETA_HISTORY_COLUMNS}},
     )
     def shipment_eta_history(page: Page) -> Iterator[list[dict]]:
-        yield from _create_if_new("shipment_eta_history")
+        yield from create_if_new("shipment_eta_history")
         # only changed shipments: the merge key retires versions of the shipments loaded, not of the rest
         yield [
             {"shipment_id": row["id"], **{name: row.get(name) for name in ETA_HISTORY_COLUMNS}}
             for row in page.changed_rows("shipment")
         ]
 
+    @dlt.transformer(data_from=shipment_pages, primary_key="shipment_id", write_disposition="merge",
+                     columns=DEPARTED_COLUMNS)
+    def departed_shipments(page: Page) -> Iterator[Any]:
+        yield from create_if_new(DEPARTED_TABLE)
+        if page.listed_shipment_ids is not None:
+            yield shipment_departures(page.listed_shipment_ids)
+
     @dlt.transformer(
         data_from=shipment_pages,
         primary_key="id",
         write_disposition="merge",
-        **_declared("containers"),
+        **declared("containers"),
     )
     def containers(page: Page) -> Iterator[Any]:
-        _keep_routed_tables_apart()
-        yield from _create_if_new("containers")
+        keep_routed_tables_apart()
+        yield from create_if_new("containers")
         yield page.changed_rows("container")
         yield from issues.pending()
 
@@ -219,19 +200,19 @@ def ocean_tracking(
         data_from=shipment_pages,
         primary_key="id",
         write_disposition="merge",
-        **_declared("transport_events"),
+        **declared("transport_events"),
     )
     def transport_events(page: Page) -> Iterator[Any]:
-        _keep_routed_tables_apart()
-        yield from _create_if_new("transport_events")
+        keep_routed_tables_apart()
+        yield from create_if_new("transport_events")
         yield page.changed_rows("transport_event")
         yield from log.pending()
         yield from issues.pending()
 
-    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge", **_declared("terminals"))
+    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge", **declared("terminals"))
     def terminals(page: Page) -> Iterator[Any]:
-        _keep_routed_tables_apart()
-        yield from _create_if_new("terminals")
+        keep_routed_tables_apart()
+        yield from create_if_new("terminals")
         yield list(log.get().changed_rows("terminal", page.rows.get("terminal", [])))
         wanted = _related_ids(page.rows, {"container": ("pod_terminal_id", "pickup_facility_id")})
         wanted |= _related_ids(
@@ -242,10 +223,10 @@ def ocean_tracking(
         yield from log.pending()
         yield from issues.pending()
 
-    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge", **_declared("ports"))
+    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge", **declared("ports"))
     def ports(page: Page) -> Iterator[Any]:
-        _keep_routed_tables_apart()
-        yield from _create_if_new("ports")
+        keep_routed_tables_apart()
+        yield from create_if_new("ports")
         yield list(log.get().changed_rows("port", _coerce_floats("ports", page.rows.get("port", []))))
         wanted = _related_ids(
             page.rows,
@@ -259,10 +240,10 @@ def ocean_tracking(
         yield from log.pending()
         yield from issues.pending()
 
-    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge", **_declared("vessels"))
+    @dlt.transformer(data_from=shipment_pages, primary_key="id", write_disposition="merge", **declared("vessels"))
     def vessels(page: Page) -> Iterator[Any]:
-        _keep_routed_tables_apart()
-        yield from _create_if_new("vessels")
+        keep_routed_tables_apart()
+        yield from create_if_new("vessels")
         wanted = _related_ids(page.rows, {"transport_event": ("vessel_id",)})
         yield fetched_once.fetch("vessel", "/vessels/{}", wanted)
         yield from log.pending()
@@ -304,7 +285,7 @@ def ocean_tracking(
             log.get().record_map(container_id, phase, datetime.now(UTC))
         if collected:
             yield feature_collections_to_table(collected)
-        elif not fetched_once.maps_disabled and _is_new("map_features"):
+        elif not fetched_once.maps_disabled and is_new("map_features"):
             yield feature_collections_to_table([])  # the table, typed by its Arrow schema, with no rows yet
         yield from log.pending()
         yield from issues.pending()
@@ -317,31 +298,31 @@ def ocean_tracking(
     # (`fetch_log.ONCE_A_SYNC_KINDS`), and an event belongs to one container.
     transport_events.apply_hints(additional_table_hints={"x-stage-data-deduplicated": True})
 
-    @dlt.resource(primary_key="id", write_disposition="merge", **_declared("tracking_requests"))
+    @dlt.resource(primary_key="id", write_disposition="merge", **declared("tracking_requests"))
     def tracking_requests(
         updated_at: dlt.sources.incremental[str] = dlt.sources.incremental(
             "updated_at", initial_value="1970-01-01T00:00:00Z", lag=tracking_requests_lag_seconds
         ),
     ) -> Iterator[list[dict]]:
-        yield from _create_if_new("tracking_requests")
+        yield from create_if_new("tracking_requests")
         params = {"page[size]": PAGE_SIZE, "filter[updated_at][start]": updated_at.start_value}
         # Not filtered through the fetch log: the cursor must see every row, and an unchanged sync re-reads
         # only the lag window's few rows. (An item for another table here breaks dlt's cursor.)
         for document in client.paginate("/tracking_requests", params=params):
             yield rows_by_type(document).get("tracking_request", [])
 
-    @dlt.resource(primary_key="id", write_disposition="merge", **_declared("parties"))
+    @dlt.resource(primary_key="id", write_disposition="merge", **declared("parties"))
     def parties() -> Iterator[list[dict]]:
-        _keep_routed_tables_apart()
-        yield from _create_if_new("parties")
+        keep_routed_tables_apart()
+        yield from create_if_new("parties")
         for document in client.paginate("/parties", params={"page[size]": PAGE_SIZE}):
             yield list(log.get().changed_rows("party", rows_by_type(document).get("party", [])))
             yield from log.pending()
 
-    @dlt.resource(primary_key="id", write_disposition="merge", **_declared("shipping_lines"))
+    @dlt.resource(primary_key="id", write_disposition="merge", **declared("shipping_lines"))
     def shipping_lines() -> Iterator[list[dict]]:
-        _keep_routed_tables_apart()
-        yield from _create_if_new("shipping_lines")
+        keep_routed_tables_apart()
+        yield from create_if_new("shipping_lines")
         for document in client.paginate("/shipping_lines", params={"page[size]": PAGE_SIZE}):
             yield list(log.get().changed_rows("shipping_line", rows_by_type(document).get("shipping_line", [])))
             yield from log.pending()
@@ -359,6 +340,8 @@ def ocean_tracking(
         tracking_requests,
         parties,
         shipping_lines,
+        departed_shipments,
+        *custom_field_resources(client, issues, log),
     )
 
 
@@ -381,11 +364,6 @@ def _stamp_version(row: dict[str, Any]) -> dict[str, Any]:
     values = "|".join(str(row.get(name)) for name in ("shipment_id", *ETA_HISTORY_COLUMNS))
     digest = hashlib.sha256(values.encode()).hexdigest()[:32]
     return {**row, "version_id": digest, "first_seen_at": datetime.now(UTC)}
-
-
-def _all_pages(client: OceanTrackingClient, path: str) -> list[dict[str, Any]]:
-    """Every page of a list, read to the end before any is used, so a failure midway leaves nothing half-read."""
-    return list(client.paginate(path, {"page[size]": PAGE_SIZE}))
 
 
 def _related_ids(page: dict[str, list[dict]], columns_by_type: dict[str, tuple[str, ...]]) -> set[str]:

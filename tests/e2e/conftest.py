@@ -134,6 +134,8 @@ ENTITY_TABLES = (
     "ports",
     "vessels",
     "shipping_lines",
+    "custom_field_definitions",
+    "custom_fields",
 )
 FROZEN_START = SANDBOX_START
 GENEROUS_LIMITS = {"default": 100_000, "tracking_requests_create": 100_000, "infer_number": 100_000, "refresh": 100_000}

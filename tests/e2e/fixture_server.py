@@ -26,6 +26,9 @@ recording cannot be replayed as is:
   renamed ids per capture (`port-1`, `terminal-1`, ...) without keeping them consistent across captures
   (`attributes.id` and `links.self` even show other values), so no id maps reliably to a body: the body's
   own `data.id` is what a client receives, whatever it asked for.
+- `GET /v2/custom_field_definitions`: the inner payload of `cli/custom-field-definitions.list.json`.
+- `GET /v2/custom_fields`: the live 500 of `cli/custom-fields.list.error.json` (API-NOTES §12.13), every
+  time: the list the pipeline must survive failing.
 - Anything else: the Rails HTML 404 page of `cli/containers.route.error.json`, status 404, like the live
   service answers an unknown route.
 
@@ -297,6 +300,10 @@ class LiveFixtureServer:
                 document = tracking_requests_document(fx, (query.get("filter[updated_at][start]") or [None])[0])
             elif rest == ["parties"]:
                 document = parties_document(fx)
+            elif rest == ["custom_field_definitions"]:
+                document = one_page(fx.cli_payload("cli/custom-field-definitions.list.json"))
+            elif rest == ["custom_fields"]:
+                status, document = 500, fx.raw("cli/custom-fields.list.error.json")["error"]["details"]
             elif rest == ["shipping_lines"]:
                 document = shipping_lines_document(fx, int((query.get("page[number]") or ["1"])[0]))
             elif len(rest) == 3 and rest[0] == "containers" and rest[2] == "transport_events":

@@ -73,6 +73,8 @@ def live_sync(fixtures, tmp_path_factory) -> Iterator[LiveSync]:
     try:
         with pytest.MonkeyPatch.context() as env, LiveFixtureServer(LIVE_KEY, fixtures) as server:
             env.setenv("RUNTIME__DLTHUB_TELEMETRY", "false")  # no network
+            # the captured 500 of /custom_fields answers every attempt: retry it fast, not for the live deadline
+            env.setenv("SOURCES__OCEAN_TRACKING__BACKOFF_FACTOR", "0.02")
             result = sync_once(server, workdir, key=LIVE_KEY)
     finally:
         root.removeHandler(handler)
@@ -99,6 +101,9 @@ def _expected_counts(fx: Fixtures) -> dict[str, int]:
         "tracking_requests": len(_ids(tracking_requests_document(fx, None)["data"], "tracking_request")),
         "parties": len(_ids(parties_document(fx)["data"], "party")),
         "shipping_lines": len(_ids(shipping_lines_document(fx, 1)["data"], "shipping_line")),
+        "custom_field_definitions": len(_ids(
+            fx.cli_payload("cli/custom-field-definitions.list.json")["data"], "custom_field_definition"
+        )),
         "ports": len(_ids(page, "port") | {by_id_port}),
         "terminals": len(_ids(page, "terminal") | {by_id_terminal}),
     }
@@ -167,6 +172,18 @@ def test_sync_completes_with_the_fixtures_row_counts(live_sync, fixtures):
     assert [r.query.get("page[number]") for r in server.requests_seen if r.path == "/v2/shipping_lines"] == [
         None, ["2"],
     ]
+
+
+def test_the_failing_custom_fields_list_is_a_sync_issue_not_a_failed_sync(live_sync):
+    """The live `GET /custom_fields` answered 500 (captured): the sync loads everything else, lists the
+    failure in sync_issues like a failed map, and the definitions still land typed."""
+    result, server = live_sync.result, live_sync.server
+    assert [r.status for r in server.requests_seen if r.path == "/v2/custom_fields"][-1] == 500
+    issues = result.query("select resource, item_id, http_status from sync_issues")
+    assert ("custom_fields", "/custom_fields", 500) in issues
+    assert result.scalar("select count(*) from custom_fields") == 0
+    assert _columns(result, "custom_field_definitions")["data_type"] == "VARCHAR"
+    assert result.scalar("select count(*) from custom_field_definitions where entity_type = 'Shipment'") >= 3
 
 
 def test_live_only_attributes_land_as_columns(live_sync):

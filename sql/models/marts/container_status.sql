@@ -9,6 +9,9 @@
 -- a name the engine does not know counts as missing. When the API sent no zone at all, its timestamps are
 -- the local wall-clock time written as UTC (API notes, timestamps), so the LFD's date is read as is and
 -- the reference zone only says when today is there (container_free_time counts the days left).
+-- `tracking_state` is the shipment's: `tracking`, `tracking_stopped` (the line stopped tracking it) or
+-- `left_account` (the service no longer lists it); only `tracking` rows are live. An inland destination
+-- reached by rail has its ETA/ATA in `inland_eta_at`/`inland_ata_at` (the leg itself: inland_legs).
 -- Key: container_id
 
 with containers as (
@@ -152,7 +155,15 @@ select
     containers.pickup_appointment_at,
     coalesce(containers.available_for_pickup, false)
         and coalesce(holds.active_hold_count, 0) = 0 as ready_for_pickup,
-    containers.terminal_checked_at
+    containers.terminal_checked_at,
+    coalesce(shipments.tracking_state, 'tracking') as tracking_state,
+    shipments.line_tracking_stopped_at as tracking_stopped_at,
+    shipments.line_tracking_stopped_reason as tracking_stopped_reason,
+    shipments.left_account_at,
+    shipments.destination_locode,
+    shipments.destination_name,
+    containers.ind_eta_at as inland_eta_at,
+    containers.ind_ata_at as inland_ata_at
 from containers
 left join shipments
     on containers.shipment_id = shipments.shipment_id

@@ -32,6 +32,16 @@ with source as (
         ['pod_full_out_at', 'timestamptz'],
         ['empty_terminated_at', 'timestamptz'],
         ['terminal_checked_at', 'timestamptz'],
+        ['pod_rail_carrier_scac', 'varchar'],
+        ['pod_rail_loaded_at', 'timestamptz'],
+        ['pod_rail_departed_at', 'timestamptz'],
+        ['ind_rail_carrier_scac', 'varchar'],
+        ['ind_rail_unloaded_at', 'timestamptz'],
+        ['ind_eta_at', 'timestamptz'],
+        ['ind_ata_at', 'timestamptz'],
+        ['ind_facility_lfd_on', 'timestamptz'],
+        ['final_destination_full_out_at', 'timestamptz'],
+        ['final_destination_timezone', 'varchar'],
         ['created_at', 'timestamptz']
     ]) }}
 )
@@ -63,5 +73,15 @@ select
     pod_full_out_at,
     empty_terminated_at,
     terminal_checked_at,
+    pod_rail_carrier_scac,
+    pod_rail_loaded_at,
+    pod_rail_departed_at,
+    ind_rail_carrier_scac,
+    ind_rail_unloaded_at,
+    ind_eta_at,
+    ind_ata_at,
+    ind_facility_lfd_on,
+    final_destination_full_out_at,
+    final_destination_timezone,
     created_at
 from source

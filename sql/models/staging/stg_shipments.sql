@@ -1,5 +1,7 @@
 -- stg_shipments: shipments (bills of lading / bookings) as a clean typed projection.
 -- Grain: one row per shipment (ocean_tracking.shipments is merged on id).
+-- `tracking_state`: `left_account` once the service stopped listing the shipment (departed_shipments),
+-- else `tracking_stopped` once the line's tracking stopped (`line_tracking_stopped_at`), else `tracking`.
 -- The `contract` CTE types every column read here; a column dlt has not created yet (never non-null so
 -- far) reads as null instead of failing the model.
 -- Key: shipment_id
@@ -21,6 +23,8 @@ with source as (
         ['port_of_discharge_locode', 'varchar'],
         ['port_of_discharge_name', 'varchar'],
         ['pod_terminal_id', 'varchar'],
+        ['destination_id', 'varchar'],
+        ['destination_terminal_id', 'varchar'],
         ['destination_locode', 'varchar'],
         ['destination_name', 'varchar'],
         ['pod_vessel_name', 'varchar'],
@@ -37,9 +41,17 @@ with source as (
         ['destination_ata_at', 'timestamptz'],
         ['pol_timezone', 'varchar'],
         ['pod_timezone', 'varchar'],
+        ['destination_timezone', 'varchar'],
         ['line_tracking_stopped_at', 'timestamptz'],
         ['line_tracking_stopped_reason', 'varchar'],
         ['created_at', 'timestamptz']
+    ]) }}
+),
+
+departed as (
+    {{ contract_source('departed_shipments', [
+        ['shipment_id', 'varchar'],
+        ['left_account_at', 'timestamptz']
     ]) }}
 )
 
@@ -59,6 +71,8 @@ select
     port_of_discharge_locode,
     port_of_discharge_name,
     pod_terminal_id,
+    destination_id,
+    destination_terminal_id,
     destination_locode,
     destination_name,
     pod_vessel_name,
@@ -75,8 +89,17 @@ select
     destination_ata_at,
     pol_timezone,
     pod_timezone,
+    destination_timezone,
     line_tracking_stopped_at,
     line_tracking_stopped_reason,
     line_tracking_stopped_at is not null as is_tracking_stopped,
+    departed.left_account_at,
+    case
+        when departed.shipment_id is not null then 'left_account'
+        when line_tracking_stopped_at is not null then 'tracking_stopped'
+        else 'tracking'
+    end as tracking_state,
     created_at
 from source
+left join departed
+    on source.id = departed.shipment_id

@@ -1,0 +1,76 @@
+"""What users change in their account between syncs reaches the warehouse: custom field values edited or
+deleted in the real sandbox over HTTP, and shipments that leave the account."""
+
+from __future__ import annotations
+
+import requests
+
+from tests.conftest import FULL_KEY
+from tests.e2e.conftest import sync_once
+
+HEADERS = {"Authorization": f"Token {FULL_KEY}", "Content-Type": "application/vnd.api+json"}
+
+
+def _listed(server, path: str) -> list[dict]:
+    rows, url, params = [], f"{server.base_url}{path}", {"page[size]": 100}
+    while url:
+        document = requests.get(url, params=params, headers=HEADERS, timeout=10).json()
+        rows += document["data"]
+        url, params = (document.get("links") or {}).get("next"), None
+    return rows
+
+
+def test_custom_fields_land_and_follow_edits_and_deletions(fresh_sandbox, tmp_path):
+    first = sync_once(fresh_sandbox, tmp_path)
+    listed = _listed(fresh_sandbox, "/custom_fields")
+    assert first.scalar("select count(*) from custom_fields") == len(listed) > 2
+    assert first.scalar("select count(*) from custom_field_definitions") == len(
+        _listed(fresh_sandbox, "/custom_field_definitions"))
+    # the polymorphic entity keeps its type; the definition resolves
+    assert {row[0] for row in first.query("select distinct entity_type from custom_fields")} >= {"shipment", "container"}
+    assert first.scalar("select count(*) from custom_fields where definition_id not in "
+                        "(select id from custom_field_definitions)") == 0
+
+    text_field = next(row for row in listed if isinstance(row["attributes"]["value"], str))
+    deleted = next(row for row in listed if row["id"] != text_field["id"])
+    patched = requests.patch(
+        f"{fresh_sandbox.base_url}/custom_fields/{text_field['id']}", headers=HEADERS, timeout=10,
+        json={"data": {"type": "custom_field", "attributes": {"value": "PO-EDITED-1"}}},
+    )
+    assert patched.status_code == 200, patched.text
+    assert requests.delete(f"{fresh_sandbox.base_url}/custom_fields/{deleted['id']}", headers=HEADERS,
+                           timeout=10).status_code in (200, 204)
+
+    second = sync_once(fresh_sandbox, tmp_path)
+    assert second.scalar("select count(*) from custom_fields") == len(listed) - 1
+    assert second.scalar(f"select count(*) from custom_fields where id = '{deleted['id']}'") == 0
+    assert second.scalar(f"select value from custom_fields where id = '{text_field['id']}'") == '"PO-EDITED-1"'
+    # only the edited value was loaded again; unchanged ones were not rewritten
+    newest = second.scalar("select max(load_id) from _dlt_loads")
+    assert second.scalar(f"select count(*) from custom_fields where _dlt_load_id = '{newest}'") == 1
+
+
+def test_shipments_that_leave_the_account_are_flagged_and_come_back(make_sandbox, tmp_path):
+    """The same account, first with 60 shipments, then served by a sandbox of the same seed holding 50 of
+    them (the world is generated shipment by shipment, so the smaller one is a prefix): the ten missing
+    ones are flagged, kept in `shipments`; served the 60 again, they drop out of `departed_shipments`."""
+    from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS
+
+    full = make_sandbox(limits=GENEROUS_LIMITS, start=FROZEN_START, speed=0.0, shipments=60)
+    first = sync_once(full, tmp_path)
+    held = {row[0] for row in first.query("select id from shipments")}
+    full.stop()
+
+    fewer = make_sandbox(limits=GENEROUS_LIMITS, start=FROZEN_START, speed=0.0, shipments=50)
+    still_listed = {row["id"] for row in _listed(fewer, "/shipments")}
+    assert still_listed < held, "the smaller world should be a prefix of the larger one"
+    second = sync_once(fewer, tmp_path)
+    departed = dict(second.query("select shipment_id, left_account_at from departed_shipments"))
+    assert set(departed) == held - still_listed
+    assert all(stamp is not None for stamp in departed.values())
+    assert {row[0] for row in second.query("select id from shipments")} == held  # kept, not deleted
+    fewer.stop()
+
+    back = make_sandbox(limits=GENEROUS_LIMITS, start=FROZEN_START, speed=0.0, shipments=60)
+    third = sync_once(back, tmp_path)
+    assert third.scalar("select count(*) from departed_shipments") == 0
