@@ -1,5 +1,6 @@
 """The Starlette application: wires settings, the world, auth, limits, faults and routes together.
-Unknown routes answer the live service's HTML 404 page; unexpected errors a JSON:API 500."""
+Request bodies pass the RequestGuard (size, content type, strict JSON) first. Unknown routes answer the
+live service's HTML 404 page; unexpected errors a JSON:API 500."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from .auth import KeyRing
 from .config import Settings
 from .faults import FaultInjector, FaultMiddleware
 from .jsonapi import api_error, error_response
+from .limits import RequestGuard
 from .ratelimit import SlidingWindowLimiter
 from .routes import all_routes
 from .routes.context import SandboxState
@@ -83,6 +85,7 @@ def create_app(settings: Settings, world: Any = None, clock: Any = None) -> Star
                                                              Exception: _server_error})
     app.state.sandbox = state
     app.add_middleware(FaultMiddleware, injector=state.faults, on_fault=state.stats.fault)
+    app.add_middleware(RequestGuard)  # outside the faults: a refused body is never a simulated failure
     app.add_middleware(SimulatedDateMiddleware, clock=clock)
     return app
 

@@ -20,6 +20,7 @@ from http import HTTPStatus
 from .config import FAULT_PROFILES, RouteRule
 
 KINDS = ("5xx", "429", "slow", "reset", "truncated")
+MAX_DELAY = 3600.0  # seconds a "slow" fault may hold a request; beyond it the sandbox would look hung
 _5XX = {500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
 
 
@@ -49,8 +50,8 @@ class FaultInjector:
         """Switch profile/rate/seed/delay and reset the RNG and any burst or storm in progress."""
         if profile not in FAULT_PROFILES:
             raise ValueError(f"unknown fault profile {profile!r}; one of {', '.join(FAULT_PROFILES)}")
-        if not 0.0 <= rate <= 1.0 or delay < 0:
-            raise ValueError("rate must be within 0..1 and delay >= 0")
+        if not 0.0 <= rate <= 1.0 or not 0 <= delay <= MAX_DELAY:
+            raise ValueError(f"rate must be within 0..1 and delay within 0..{MAX_DELAY:g}")
         with self._lock:
             self.profile, self.rate, self.seed, self.delay = profile, float(rate), int(seed), float(delay)
             self._rng = random.Random(self.seed)

@@ -1,5 +1,6 @@
 """JSON:API documents: responses, error documents, page parameters, pagination `links`/`meta` per
-endpoint style (as the live captures show) and `include=` resolution through `Account.get`."""
+endpoint style (as the live captures show) and `include=` resolution through `Account.get` (paths are
+parsed and checked by sandbox.includes)."""
 
 from __future__ import annotations
 
@@ -157,13 +158,6 @@ def slice_page(seq: Sequence[dict], page: Page) -> list[dict]:
 
 # --- include -----------------------------------------------------------------------------------
 
-def parse_include(value: str | None) -> list[list[str]]:
-    """`include=a,b.c` → [["a"], ["b", "c"]] (blank items dropped)."""
-    if not value:
-        return []
-    return [p.split(".") for p in (s.strip() for s in value.split(",")) if p]
-
-
 def _identifiers(resource: dict, rel: str) -> list[dict]:
     data = ((resource.get("relationships") or {}).get(rel) or {}).get("data")
     if data is None:
@@ -173,27 +167,31 @@ def _identifiers(resource: dict, rel: str) -> list[dict]:
 
 def resolve_includes(primary: list[dict], paths: list[list[str]], get: Callable[[str, str], dict | None]) -> list[dict]:
     """Follow each relationship path from the primary resources; return the full resources, deduplicated
-    by (type, id) and excluding the primary ones. Unknown relationship names are silently skipped."""
+    by (type, id) and excluding the primary ones. Each level holds every resource once, so a cyclic path
+    (`containers.shipment.containers`) costs one lookup per distinct resource, not one per route to it.
+    Relationship names a resource does not carry are skipped (sandbox.includes refuses unknown ones)."""
     seen = {(r["type"], r["id"]) for r in primary}
     included: list[dict] = []
     cache: dict[tuple[str, str], dict | None] = {}
     for path in paths:
         level = primary
         for rel in path:
-            nxt: list[dict] = []
+            nxt: dict[tuple[str, str], dict] = {}
             for res in level:
                 for ident in _identifiers(res, rel):
                     key = (ident["type"], ident["id"])
+                    if key in nxt:
+                        continue
                     if key not in cache:
                         cache[key] = get(*key)
                     found = cache[key]
                     if found is None:
                         continue
-                    nxt.append(found)
+                    nxt[key] = found
                     if key not in seen:
                         seen.add(key)
                         included.append(found)
-            level = nxt
+            level = list(nxt.values())
     return included
 
 

@@ -4,6 +4,8 @@ Every failure is an ApiError (400/409/422), so a bad body never reaches the worl
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -12,19 +14,135 @@ from .jsonapi import ApiError, api_error, error
 REQUEST_TYPES = ("bill_of_lading", "booking_number", "container")
 
 
+MAX_JSON_DEPTH = 64  # the deepest body the API takes (JSON:API documents nest about six levels)
+LOCATE_LIMIT = 64 * 1024  # larger bodies get no pointer to a bad string: finding it costs a Python-level walk
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _pointer(parent: str, key: object) -> str:
+    """RFC 6901: one more reference token, with `~` and `/` escaped."""
+    return f"{parent}/{str(key).replace('~', '~0').replace('/', '~1')}"
+
+
+def _lone_surrogate_at(value: Any) -> str | None:
+    """The JSON pointer of the first string or key holding a lone surrogate (slow: for error reports)."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, pointer = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return pointer or "/"
+        elif isinstance(node, dict | list):
+            for key, child in (node.items() if isinstance(node, dict) else enumerate(node)):
+                if isinstance(key, str) and _lone_surrogate_at(key) is not None:
+                    return pointer or "/"
+                stack.append((child, _pointer(pointer, key)))
+    return None
+
+
+def check_json_value(value: Any, *, locate: bool = True) -> None:
+    """Refuse (400) a decoded body nested deeper than MAX_JSON_DEPTH or holding a string or key that is no
+    valid Unicode text (json.loads turns a "\\ud800" escape into a lone surrogate, which can be neither stored
+    nor served as UTF-8), so nothing like it is ever stored. Iterative, over containers only; `locate`
+    names the offending string's pointer (a second, slower pass)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth >= MAX_JSON_DEPTH:
+            raise api_error(400, "Bad Request", f"The request body is nested more than {MAX_JSON_DEPTH} levels "
+                            "deep.", pointer="/")
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    try:  # the C encoder keeps surrogates as they are; UTF-8 then refuses them
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        pointer = _lone_surrogate_at(value) if locate else "/"
+        raise api_error(400, "Bad Request", "The request body has a string that is not valid Unicode "
+                        "(a lone UTF-16 surrogate).", pointer=pointer) from None
+
+
+# Large bodies are decoded and checked once, off the event loop, by sandbox.limits.RequestGuard; the
+# handler's own parse_json of the same bytes then takes the result from here instead of redoing the work
+# on the loop. A few entries at most: one a request in flight.
+LARGE_BODY = 32 * 1024
+_checked: OrderedDict[bytes, Any] = OrderedDict()
+_checked_lock = threading.Lock()
+_MISSING = object()
+
+
+def remember_checked(body: bytes, value: Any) -> None:
+    """Keep the checked decoding of a large `body` for the handler's parse_json (see LARGE_BODY)."""
+    with _checked_lock:
+        _checked[body] = value
+        while len(_checked) > 8:
+            _checked.popitem(last=False)
+
+
 def parse_json(body: bytes) -> Any:
-    """Decode a request body as JSON, or raise a 400 Bad Request."""
+    """Decode a request body as strict JSON (UTF-8; no NaN/Infinity; at most MAX_JSON_DEPTH levels; Unicode
+    scalar values only), or raise a 400 Bad Request."""
+    if len(body) >= LARGE_BODY:
+        with _checked_lock:
+            value = _checked.pop(body, _MISSING)
+        if value is not _MISSING:
+            return value
     try:
-        return json.loads(body.decode("utf-8")) if body.strip() else None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        value = json.loads(body.decode("utf-8"), parse_constant=_reject_constant) if body.strip() else None
+    except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
         raise api_error(400, "Bad Request", f"The request body is not valid JSON: {exc.__class__.__name__}") from None
+    except RecursionError:
+        raise api_error(400, "Bad Request", f"The request body is nested more than {MAX_JSON_DEPTH} levels "
+                        "deep.", pointer="/") from None
+    if isinstance(value, dict | list):
+        check_json_value(value, locate=len(body) < LOCATE_LIMIT)
+    elif isinstance(value, str):
+        check_json_value([value])
+    return value
+
+
+def jsonapi_shape(payload: Any) -> None:
+    """The JSON:API document rules every /v2 body must meet whatever the route (400 otherwise): a top-level
+    object; when `data` is an object, `attributes` and `relationships` are objects (or absent/null) and
+    each relationship is an object whose `data` is null, a resource identifier or an array of them."""
+    if payload is None:
+        return
+    if not isinstance(payload, dict):
+        raise api_error(400, "Bad Request", "The request body must be a JSON object.", pointer="/")
+    data = payload.get("data")
+    if not isinstance(data, dict):
+        return
+    attrs = data.get("attributes")
+    if attrs is not None and not isinstance(attrs, dict):
+        raise api_error(400, "Bad Request", "'attributes' must be an object.", pointer="/data/attributes")
+    rels = data.get("relationships")
+    if rels is None:
+        return
+    if not isinstance(rels, dict):
+        raise api_error(400, "Bad Request", "'relationships' must be an object.", pointer="/data/relationships")
+    for name, rel in rels.items():
+        pointer = _pointer("/data/relationships", name)
+        if not isinstance(rel, dict):
+            raise api_error(400, "Bad Request", f"Relationship '{name}' must be an object.", pointer=pointer)
+        linkage = rel.get("data")
+        items = linkage if isinstance(linkage, list) else [linkage]
+        if not all(item is None or isinstance(item, dict) for item in items) or (
+                isinstance(linkage, list) and None in linkage):
+            raise api_error(400, "Bad Request", f"Relationship '{name}' data must be null, a resource "
+                            "identifier object or an array of them.", pointer=pointer + "/data")
 
 
 def envelope(payload: Any, type_: str) -> dict:
-    """Check `{data: {type, attributes}}`: a missing data member is 400, a wrong type 409 (JSON:API)."""
+    """Check `{data: {type, attributes}}`: a missing data member or type is 400, a wrong type 409 (JSON:API)."""
     if not isinstance(payload, dict) or not isinstance(payload.get("data"), dict):
         raise api_error(400, "Bad Request", "The request must include a 'data' object.", pointer="/data")
     data = payload["data"]
+    if not isinstance(data.get("type"), str):
+        raise api_error(400, "Bad Request", "The resource object must have a 'type' string.", pointer="/data/type")
     if data.get("type") != type_:
         raise api_error(409, "Conflict", f"Resource type must be '{type_}', got {data.get('type')!r}.",
                         pointer="/data/type")
@@ -34,6 +152,9 @@ def envelope(payload: Any, type_: str) -> dict:
     if not isinstance(attrs, dict):
         raise api_error(400, "Bad Request", "'attributes' must be an object.", pointer="/data/attributes")
     data["attributes"] = attrs
+    rels = data.get("relationships")
+    if rels is not None and not isinstance(rels, dict):
+        raise api_error(400, "Bad Request", "'relationships' must be an object.", pointer="/data/relationships")
     return data
 
 
@@ -100,9 +221,9 @@ def tracking_request(data: dict, carrier_support: Callable[[str], str]) -> dict:
 def related_id(data: dict, name: str, type_: str) -> str | None:
     """The id of a to-one relationship `name` (or None); a malformed one is a 422 with its pointer."""
     rel = (data.get("relationships") or {}).get(name)
-    if rel is None or rel.get("data") is None:
+    d = rel.get("data") if isinstance(rel, dict) else rel
+    if d is None:
         return None
-    d = rel.get("data")
     if not isinstance(d, dict) or d.get("type") != type_ or not isinstance(d.get("id"), str):
         raise ApiError(422, [_unprocessable(name, f"{name} must be {{type: '{type_}', id: <uuid>}}", "invalid",
                                             base="/data/relationships")])

@@ -2,26 +2,44 @@
 
 from __future__ import annotations
 
-import json
+import math
+from datetime import UTC, datetime
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ..config import RouteRule
+from ..jsonapi import ApiError, error
+from ..validation import parse_json
 from .context import SandboxState
+
+# The simulated clock must stay a datetime: no jump may carry it past this instant (year 9999 overflows).
+LATEST = datetime(5000, 1, 1, tzinfo=UTC)
+MAX_SEED = 2**63
 
 
 def _state(request: Request) -> SandboxState:
     return request.app.state.sandbox
 
 
+def _bad_request(message: str) -> JSONResponse:
+    """A 400 naming the problem in `error` (what control clients read) and as a JSON:API error document."""
+    return JSONResponse({"error": message, "errors": [error(400, "Bad Request", message)]}, status_code=400)
+
+
 async def _body(request: Request) -> dict | JSONResponse:
     try:
-        body = json.loads(await request.body() or b"{}")
-    except (ValueError, UnicodeDecodeError):
-        return JSONResponse({"error": "body must be JSON"}, status_code=400)
-    return body if isinstance(body, dict) else JSONResponse({"error": "body must be an object"}, status_code=400)
+        body = parse_json(await request.body())
+    except ApiError as exc:
+        return _bad_request(f"body must be JSON: {exc.errors[0]['detail']}")
+    if body is None:
+        return {}
+    return body if isinstance(body, dict) else _bad_request("body must be an object")
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _clock_doc(state: SandboxState) -> dict:
@@ -34,14 +52,17 @@ async def get_clock(request: Request) -> JSONResponse:
 
 
 async def post_clock(request: Request) -> JSONResponse:
-    """POST /_sandbox/clock {"advance_seconds": N}: move simulated time forward (N >= 0)."""
+    """POST /_sandbox/clock {"advance_seconds": N}: move simulated time forward (N a finite number >= 0
+    that keeps the clock before LATEST; anything else is a 400 and leaves the clock alone)."""
     body = await _body(request)
     if isinstance(body, JSONResponse):
         return body
     n = body.get("advance_seconds")
-    if not isinstance(n, int | float) or isinstance(n, bool) or n < 0:
-        return JSONResponse({"error": "advance_seconds must be a number >= 0"}, status_code=400)
+    if not _finite(n) or n < 0:
+        return _bad_request("advance_seconds must be a finite number >= 0")
     state = _state(request)
+    if float(n) >= (LATEST - state.clock.now()).total_seconds():
+        return _bad_request(f"advance_seconds must keep the simulated clock before {LATEST.year}")
     state.clock.advance(float(n))
     return JSONResponse(_clock_doc(state))
 
@@ -59,6 +80,27 @@ def _route_rules(raw: object) -> list[RouteRule]:
     return rules
 
 
+def _number(body: dict, key: str, cur: dict) -> float:
+    """A finite number (or its string form, as before) for `key`; ValueError otherwise."""
+    value = body.get(key, cur[key])
+    number = float(value) if isinstance(value, int | float | str) and not isinstance(value, bool) else math.nan
+    if not math.isfinite(number):
+        raise ValueError(f"{key} must be a finite number")
+    return number
+
+
+def _seed(value: object) -> int:
+    """An integer seed within ±2**63 (integral floats and digit strings accepted, as before)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError("seed must be an integer")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise ValueError("seed must be an integer")
+    seed = int(value)
+    if not -MAX_SEED < seed < MAX_SEED:
+        raise ValueError("seed must be an integer within ±2**63")
+    return seed
+
+
 async def faults(request: Request) -> JSONResponse:
     """GET/POST /_sandbox/faults {"profile","rate","seed","delay","routes"}: switch fault injection at
     runtime. `routes` replaces every route rule (`[]` clears them); a body with only `routes` leaves the
@@ -72,10 +114,10 @@ async def faults(request: Request) -> JSONResponse:
         try:
             rules = _route_rules(body["routes"]) if "routes" in body else None
             if rules is None or body.keys() & {"profile", "rate", "seed", "delay"}:
-                inj.configure(str(body.get("profile", cur["profile"])), float(body.get("rate", cur["rate"])),
-                              int(body.get("seed", cur["seed"])), float(body.get("delay", cur["delay"])))
-        except (ValueError, TypeError) as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+                inj.configure(str(body.get("profile", cur["profile"])), _number(body, "rate", cur),
+                              _seed(body.get("seed", cur["seed"])), _number(body, "delay", cur))
+        except (ValueError, TypeError, OverflowError) as exc:
+            return _bad_request(str(exc))
         if rules is not None:
             inj.set_routes(rules)
     return JSONResponse(inj.describe())

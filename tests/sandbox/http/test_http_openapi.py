@@ -1,5 +1,6 @@
 """Response bodies validated against the vendor OpenAPI `components.schemas` ($refs resolved,
-OAS 3.0 `nullable` translated). Relaxed where the spec is known wrong (API-NOTES section 12):
+OAS 3.0 `nullable` translated). Relaxed where the spec is known wrong (API-NOTES section 12), by
+http_helpers.relax_schemas (shared with test_http_property.py):
 - container `type` enum says `account` → `container`;
 - port `latitude`/`longitude` are strings on the wire → string or number;
 - transport_event `relationships.vessel.data` uses `name` instead of `type` → not checked;
@@ -16,7 +17,7 @@ import jsonschema
 import pytest
 
 from tests.conftest import FULL_KEY, shared_dir
-from tests.sandbox.http.http_helpers import Client, ok, openapi
+from tests.sandbox.http.http_helpers import Client, ok, openapi, relax_schemas
 
 
 def _convert(node, schemas):
@@ -34,28 +35,10 @@ def _convert(node, schemas):
     return out
 
 
-def _relax(schemas: dict) -> dict:
-    s = copy.deepcopy(schemas)
-    s["container"]["properties"]["type"] = {"type": "string", "enum": ["container"]}
-    for axis in ("latitude", "longitude"):
-        s["port"]["properties"]["attributes"]["properties"][axis] = {"type": ["string", "number", "null"]}
-    s["transport_event"]["properties"].get("relationships", {}).get("properties", {}).pop("vessel", None)
-    for name, attr in s["terminal"]["properties"]["attributes"]["properties"].items():
-        if name != "name":
-            attr["nullable"] = True
-    for model in s.values():
-        rels = model.get("properties", {}).get("relationships", {}).get("properties", {})
-        for rel in rels.values():
-            data = rel.get("properties", {}).get("data") if isinstance(rel, dict) else None
-            if isinstance(data, dict) and data.get("type") == "object":
-                data["nullable"] = True
-    return s
-
-
 @pytest.fixture(scope="module")
 def schema():
     spec = openapi(str(shared_dir() / "reference" / "terminal49" / "openapi.json"))
-    schemas = _relax(spec["components"]["schemas"])
+    schemas = relax_schemas(spec["components"]["schemas"])
 
     def get(name):
         return _convert(schemas[name], schemas)
