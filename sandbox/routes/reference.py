@@ -9,7 +9,7 @@ from ..validation import party
 from .common import list_document, one_document, read_data
 from .context import Ctx, api
 
-SHIPPING_LINES_PAGE = 20  # the live list (no page params) came back paginated with links.next
+SHIPPING_LINES_PAGE = 38  # the live list (no page params) came back with 38 rows and links.next/last
 
 
 def _one(ctx: Ctx, found: dict | None, kind: str) -> dict:

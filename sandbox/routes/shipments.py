@@ -11,11 +11,19 @@ from .common import list_document, one_document, read_data
 from .context import Ctx, api
 
 
+def _flag(raw: str | None) -> bool | None:
+    """A boolean query parameter (true/false, 1/0); None when absent or unreadable (ignored, as live)."""
+    value = (raw or "").strip().lower()
+    return True if value in ("true", "1") else False if value in ("false", "0") else None
+
+
 @api()
 async def list_shipments(ctx: Ctx) -> dict:
-    """GET /shipments: `q` and `number` search; other filters silently ignored; meta {total,size}."""
+    """GET /shipments: `q` and `number` search, `filter[tracking_stopped]` (true/false); other filters
+    silently ignored; meta {total,size}."""
     p = ctx.params
-    seq = ctx.account.shipments(ctx.now, q=p.get("q") or None, number=p.get("number") or None)
+    seq = ctx.account.shipments(ctx.now, q=p.get("q") or None, number=p.get("number") or None,
+                                tracking_stopped=_flag(p.get("filter[tracking_stopped]")))
     return list_document(ctx, seq, default_size=30, meta="shipments")
 
 
@@ -46,6 +54,27 @@ async def patch_shipment(ctx: Ctx) -> dict:
     if updated is None:
         raise not_found("Shipment", sid)
     return one_document(ctx, updated)
+
+
+async def _set_tracking(ctx: Ctx, stop: bool) -> dict:
+    sid = ctx.request.path_params["id"]
+    updated = ctx.account.set_tracking(sid, ctx.now, stop=stop)
+    if updated is None:
+        raise not_found("Shipment", sid)
+    return one_document(ctx, updated)
+
+
+@api()
+async def stop_tracking(ctx: Ctx) -> dict:
+    """PATCH /shipments/{id}/stop_tracking: no body; the shipment with line_tracking_stopped_* set
+    (reason cancelled_by_user, line_tracking_stopped_by_user); its containers get no more updates."""
+    return await _set_tracking(ctx, True)
+
+
+@api()
+async def resume_tracking(ctx: Ctx) -> dict:
+    """PATCH /shipments/{id}/resume_tracking: no body; the shipment with the stopped fields cleared."""
+    return await _set_tracking(ctx, False)
 
 
 @api()
@@ -108,6 +137,8 @@ ROUTES = [
     Route("/v2/shipments", list_shipments, methods=["GET"]),
     Route("/v2/shipments/{id}", get_shipment, methods=["GET"]),
     Route("/v2/shipments/{id}", patch_shipment, methods=["PATCH"]),
+    Route("/v2/shipments/{id}/stop_tracking", stop_tracking, methods=["PATCH"]),
+    Route("/v2/shipments/{id}/resume_tracking", resume_tracking, methods=["PATCH"]),
     Route("/v2/containers", list_containers, methods=["GET"]),
     Route("/v2/containers/{id}", get_container, methods=["GET"]),
     Route("/v2/containers/{id}", patch_container, methods=["PATCH"]),

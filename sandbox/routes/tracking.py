@@ -9,6 +9,7 @@ from starlette.routing import Route
 from ..config import parse_iso
 from ..jsonapi import ApiError, api_error, document, error, not_found
 from ..validation import parse_json, related_id, tracking_request
+from ..world import ValidationIssue
 from .common import list_document, one_document, read_data
 from .context import Ctx, api
 from .infer import infer
@@ -61,6 +62,30 @@ async def create_tracking_request(ctx: Ctx) -> dict:
     return document(created, links={"self": ctx.base(created["links"]["self"]) if created.get("links") else ctx.base()})
 
 
+TR_EDITABLE = ("ref_number",)   # the spec's "Edit a tracking request" body
+
+
+@api()
+async def patch_tracking_request(ctx: Ctx) -> dict:
+    """PATCH /tracking_requests/{id}: only `ref_number` (a string, or null to clear) is editable, as the
+    spec; any other attribute is a 422."""
+    data = await read_data(ctx, "tracking_request")
+    attrs = data.get("attributes") or {}
+    if not isinstance(attrs, dict):
+        raise ValidationIssue("/data/attributes", "Attributes must be an object", "invalid")
+    for name in attrs:
+        if name not in TR_EDITABLE:
+            raise ValidationIssue(f"/data/attributes/{name}", f"{name} is not an editable attribute", "invalid")
+    ref = attrs.get("ref_number")
+    if ref is not None and not isinstance(ref, str):
+        raise ValidationIssue("/data/attributes/ref_number", "Ref number must be a string", "invalid")
+    tid = ctx.request.path_params["id"]
+    updated = ctx.account.patch_tracking_request(tid, ctx.now, attrs)
+    if updated is None:
+        raise not_found("TrackingRequest", tid)
+    return one_document(ctx, updated)
+
+
 @api(bucket="infer_number")
 async def infer_number(ctx: Ctx) -> dict:
     """POST /tracking_requests/infer_number: plain JSON `{number}`; own 200/min bucket."""
@@ -68,7 +93,7 @@ async def infer_number(ctx: Ctx) -> dict:
     number = body.get("number") if isinstance(body, dict) else None
     if not isinstance(number, str) and isinstance(body, dict) and isinstance(body.get("data"), dict):
         number = (body["data"].get("attributes") or {}).get("number")
-    result = infer(number, ctx.world.shipping_lines()) if isinstance(number, str) else None
+    result = infer(number, ctx.world.carrier_prefixes()) if isinstance(number, str) else None
     if result is None:
         raise api_error(422, "Unprocessable Entity", "This reference number is not valid.", pointer="/number",
                         code="invalid")
@@ -80,4 +105,5 @@ ROUTES = [
     Route("/v2/tracking_requests", create_tracking_request, methods=["POST"]),
     Route("/v2/tracking_requests/infer_number", infer_number, methods=["POST"]),
     Route("/v2/tracking_requests/{id}", get_tracking_request, methods=["GET"]),
+    Route("/v2/tracking_requests/{id}", patch_tracking_request, methods=["PATCH"]),
 ]

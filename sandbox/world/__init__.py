@@ -59,8 +59,22 @@ class World:
         return self.fleet.vessel_resource(v, to_epoch(now)) if v else None
 
     def shipping_lines(self) -> list[dict]:
-        """Every carrier of shipping-lines.csv (deduplicated by SCAC) plus TEST, in vendor order."""
+        """Every carrier of the live `/shipping_lines` capture plus the vendor CSV's extra rows (deduplicated
+        by SCAC and alternative SCACs), in SCAC order as live."""
         return [self.ref.shipping_line_resource(c) for c in self.ref.carriers.values()]
+
+    def carrier_prefixes(self) -> list[dict]:
+        """The shipping lines as `shipping_line` resources whose attributes also carry `bol_prefix` (the
+        carrier's bill-of-lading prefix, as the live CLI capture shows it): what infer_number matches on.
+        The TEST line is left out (never inferred)."""
+        out = []
+        for c in self.ref.carriers.values():
+            if c.scac == "TEST":
+                continue
+            res = self.ref.shipping_line_resource(c)
+            res["attributes"]["bol_prefix"] = c.bol_prefix
+            out.append(res)
+        return out
 
     def get_shipping_line(self, id: str) -> dict | None:
         """A shipping line resource by UUID (a SCAC is accepted too)."""

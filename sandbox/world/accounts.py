@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
-from . import lifecycle, listing, mapgeo, render
+from . import lifecycle, listing, mapgeo, render, stops
 from .search import AccountSearch, SearchIndex
 from .shipments import Plan
 from .store import AccountStore
@@ -78,10 +78,13 @@ class Account:
 
     # ----- lists ---------------------------------------------------------------------------------
 
-    def shipments(self, now, *, q: str | None = None, number: str | None = None) -> Sequence[dict]:
+    def shipments(self, now, *, q: str | None = None, number: str | None = None,
+                  tracking_stopped: bool | None = None) -> Sequence[dict]:
         """Shipments newest first; `q` searches BL, ref and container numbers (substring, case-
-        insensitive); `number` matches the tracking request number exactly (case-insensitive)."""
-        return listing.shipments(self.store, self.search, _now(now), q=q, number=number)
+        insensitive); `number` matches the tracking request number exactly (case-insensitive);
+        `tracking_stopped` keeps only stopped (True) or tracked (False) shipments."""
+        return listing.shipments(self.store, self.search, _now(now), q=q, number=number,
+                                 tracking_stopped=tracking_stopped)
 
     def containers(self, now) -> Sequence[dict]:
         """Containers newest first (by their shipment's created_at), lazily rendered."""
@@ -142,7 +145,7 @@ class Account:
             if slot >= len(plan.containers):
                 return None
             ev = next((e for e in plan.containers[slot].detail().events if e.seq == seq), None)
-            if ev is None or not render.event_live(ev, t):
+            if ev is None or not render.event_live(ev, stops.view_time(store, plan, t)):
                 return None
             return render.event_resource(store, plan, slot, ev, t)
         return None
@@ -155,7 +158,8 @@ class Account:
             return None
         plan, slot = found
         events = plan.containers[slot].detail().events
-        return [render.event_resource(self.store, plan, slot, e, t) for e in events if render.event_live(e, t)]
+        vt = stops.view_time(self.store, plan, t)
+        return [render.event_resource(self.store, plan, slot, e, vt) for e in events if render.event_live(e, vt)]
 
     def map_geojson(self, container_id: str, now) -> dict | None:
         """The container's route FeatureCollection at `now` (None: no such container)."""
@@ -206,6 +210,32 @@ class Account:
             store.patch_container(id_, ref_numbers=ref_numbers)
             self.search.refresh(found[0].ident.index)
         return render.container_resource(store, found[0], found[1], t)
+
+    def set_tracking(self, id_, now, *, stop: bool) -> dict | None:
+        """`PATCH /shipments/{id}/stop_tracking` (`stop`) or `resume_tracking`: record the call (overlay)
+        and return the shipment; None if there is no such shipment."""
+        t = _now(now)
+        store = self.store
+        dec = store.codec.decode(id_)
+        if dec is None or dec[0] != "shipment" or not store.shipment_visible(dec[1], t):
+            return None
+        stops.set_tracking(store, dec[1], t, stop)
+        return render.shipment_resource(store, store.plan(dec[1]), t)
+
+    def patch_tracking_request(self, id_, now, attributes: dict) -> dict | None:
+        """`PATCH /tracking_requests/{id}`: overlay the editable attributes (already validated; the
+        spec's `ref_number` becomes `ref_numbers: [ref_number]`); None if there is no such request."""
+        t = _now(now)
+        if self.get("tracking_request", id_, t) is None:
+            return None
+        store = self.store
+        with store.lock:
+            patch = store.tr_patches.setdefault(id_, {})
+            if "ref_number" in attributes:
+                ref = attributes["ref_number"]
+                patch["ref_numbers"] = [str(ref)] if ref not in (None, "") else []
+        dec = store.codec.decode(id_)
+        return render.tracking_request_resource(store, dec[1], t)
 
     def create_document(self, name: str, blob: dict, now, *, shipment_id=None, container_id=None) -> dict:
         """Record a document attached to an uploaded blob (overlay) and return its resource."""

@@ -202,5 +202,4 @@ class Fleet:
                 "nautical_speed_knots": pos.speed_knots, "navigational_heading_degrees": pos.heading,
                 "position_timestamp": iso(pos.timestamp),
             },
-            "links": {"self": f"/v2/vessels/{v.id}"},
         }

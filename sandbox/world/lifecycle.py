@@ -11,9 +11,11 @@ import numpy as np
 from .identifiers import is_valid_container_number, norm_container, stable_int
 from .store import AccountStore, ApiRequest
 
-STATUS_CODES = ("created", "pending", "failed")
-RETRYING_REASONS = ("retries_exhausted", "expired")
+STATUS_CODES = ("created", "pending", "failed", "awaiting_manifest", "tracking_stopped")
+RETRYING_REASONS = ("retries_exhausted",)
 MAX_RETRIES = 14
+MANIFEST_DAYS = 7          # an awaited BL/booking is re-checked daily, then fails `expired`
+MANIFEST_SHARE = 10        # 1 in MANIFEST_SHARE API BL/booking requests is not yet at the line
 
 
 class ValidationIssue(ValueError):
@@ -25,9 +27,9 @@ class ValidationIssue(ValueError):
 
 
 class FailingState(NamedTuple):
-    """State of a seeded failing tracking request at an instant."""
+    """State of a seeded tracking request at an instant."""
 
-    status: str                  # pending | failed
+    status: str                  # pending | awaiting_manifest | failed | created | tracking_stopped
     updated_at: int
     failed_reason: str | None
     is_retrying: bool
@@ -36,18 +38,52 @@ class FailingState(NamedTuple):
 
 def seeded_states(store: AccountStore, now: int) -> tuple[np.ndarray, np.ndarray]:
     """(status code, updated_at) of every seeded tracking request at `now`, by tracking request index;
-    codes index `STATUS_CODES`. Requests are pending until their resolve time."""
+    codes index `STATUS_CODES`. Requests are pending until their resolve time (awaiting_manifest from
+    their awaiting time); a shipment's own request is tracking_stopped after an early or user stop."""
     pending = now < store.tr_resolve
-    codes = np.where(pending, 1, np.where(store.tr_kind == 0, 0, 2))
-    return codes, np.where(pending, store.tr_created, store.tr_resolve)
+    waiting = pending & (now >= store.tr_awaiting)
+    codes = np.where(pending, np.where(waiting, 3, 1), np.where(store.tr_kind == 0, 0, 2))
+    updated = np.where(pending, np.where(waiting, store.tr_awaiting, store.tr_created), store.tr_resolve)
+    n = store.n
+    stopped = (store.early_at <= now) & ~pending[:n]
+    codes[:n] = np.where(stopped, 4, codes[:n])
+    updated[:n] = np.where(stopped, store.early_at, updated[:n])
+    for i in list(store.stop_overrides):
+        if i < n and not pending[i]:
+            status, upd = own_state(store, i, now)
+            codes[i], updated[i] = STATUS_CODES.index(status), upd
+    return codes, updated
+
+
+def own_state(store: AccountStore, tr: int, now: int) -> tuple[str, int]:
+    """(status, updated_at) of seeded shipment `tr`'s own tracking request at `now`."""
+    resolve, awaiting = int(store.tr_resolve[tr]), int(store.tr_awaiting[tr])
+    if now < resolve:
+        return ("awaiting_manifest", awaiting) if now >= awaiting else ("pending", int(store.tr_created[tr]))
+    if int(store.early_at[tr]) <= now or tr in store.stop_overrides:
+        from .stops import request_stopped
+
+        st = request_stopped(store, store.plan(tr), now)
+        if st is not None:
+            return "tracking_stopped", st.stopped_at
+        moves = [at for at, _ in store.stop_overrides.get(tr, ()) if at <= now]
+        return "created", max([resolve, *moves])
+    return "created", resolve
 
 
 def failing_state(store: AccountStore, tr: int, now: int) -> FailingState:
     """State at `now` of seeded failing request `tr`: pending (retrying with backoff for the retrying
-    reasons) until its resolve time, then failed with its reason."""
+    reasons) or awaiting_manifest (re-checked daily, `expired` after 7 days) until its resolve time,
+    then failed with its reason."""
     created, resolve = int(store.tr_created[tr]), int(store.tr_resolve[tr])
+    awaiting = int(store.tr_awaiting[tr])
     reason = store.fail_reason[tr - store.n]
     pending = now < resolve
+    if reason == "expired":
+        if pending and now >= awaiting:
+            return FailingState("awaiting_manifest", awaiting, None, False, (now - awaiting) // 86400)
+        if not pending:
+            return FailingState("failed", resolve, reason, False, MANIFEST_DAYS)
     retrying = reason in RETRYING_REASONS
     retries = retries_after(now - created) if pending and retrying else (MAX_RETRIES if retrying else None)
     return FailingState("pending" if pending else "failed", created if pending else resolve,
@@ -55,9 +91,13 @@ def failing_state(store: AccountStore, tr: int, now: int) -> FailingState:
 
 
 def api_state(req: ApiRequest, now: int) -> tuple[str, int, str | None]:
-    """(status, updated_at, scac) of an API-created request at `now`."""
+    """(status, updated_at, scac) of an API-created request at `now`: pending, then awaiting_manifest
+    for a BL/booking not yet at the line, then created or failed."""
     given = req.attrs.get("scac")
     if now < req.resolve_at:
+        awaiting = req.extra.get("awaiting_from")
+        if awaiting is not None and now >= awaiting:
+            return "awaiting_manifest", awaiting, given.upper() if given else None
         return "pending", req.created_at, given.upper() if given else None
     return req.outcome, req.resolve_at, req.scac
 
@@ -87,7 +127,7 @@ def create(store: AccountStore, attributes: dict, customer_id: str | None, now: 
         if not attrs.get("auto_detect_vocc_scac"):
             raise ValidationIssue("/data/attributes/scac", "Scac can't be blank", "blank")
         carrier = ref.detect_carrier(number)
-        if carrier is None or carrier.support != "supported":
+        if carrier is None or not carrier.supports(attrs.get("request_type")):
             outcome, reason = "failed", "scac_auto_detect_failed"
         else:
             final_scac = carrier.scac
@@ -97,7 +137,10 @@ def create(store: AccountStore, attributes: dict, customer_id: str | None, now: 
             raise ValidationIssue("/data/attributes/scac", "Scac is not recognized", "invalid")
         if support == "unsupported":
             raise ValidationIssue("/data/attributes/scac", "Scac is not supported at this time", "invalid")
-        final_scac = ref.carrier(scac).scac
+        line = ref.carrier(scac)
+        if not line.supports(attrs.get("request_type")):
+            raise ValidationIssue("/data/attributes/scac", "Scac is not supported at this time", "invalid")
+        final_scac = line.scac
         if final_scac == "TEST":
             if number.upper() != "TEST-TR-SUCCEEDED":
                 outcome, reason = "failed", "not_found"
@@ -109,7 +152,18 @@ def create(store: AccountStore, attributes: dict, customer_id: str | None, now: 
         delay = 20 + stable_int(store.seed, store.name, "delay", k, number) % 71
         req = ApiRequest(k, store.tr_id(tr), attrs, customer_id, now, now + delay, outcome,
                          final_scac if outcome == "created" else scac, reason)
-        if outcome == "created":
+        kind = attrs.get("request_type") or "bill_of_lading"
+        wait = stable_int(store.seed, store.name, "manifest", number.upper())
+        if kind != "container" and final_scac not in (None, "TEST") and wait % MANIFEST_SHARE == 0:
+            # not at the line yet: awaiting_manifest, re-checked daily; found after 1-6 days or expired
+            days = 1 + (wait // MANIFEST_SHARE) % 9
+            req.extra["awaiting_from"] = req.resolve_at
+            if days < MANIFEST_DAYS and outcome == "created":
+                req.resolve_at += days * 86400
+            else:
+                req.outcome, req.failed_reason = "failed", "expired"
+                req.resolve_at += MANIFEST_DAYS * 86400
+        if req.outcome == "created":
             req.shipment_index = store.n + k
         store.api_requests.append(req)
     return tr

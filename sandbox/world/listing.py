@@ -14,15 +14,24 @@ import numpy as np
 from . import render
 from .lifecycle import STATUS_CODES, api_state, seeded_states
 from .search import SEP, AccountSearch
+from .stops import stop_state
 from .store import AccountStore, LazySeq
 from .timeutil import parse_iso
 
 
 def shipments(store: AccountStore, search: AccountSearch, t: int, *, q: str | None = None,
-              number: str | None = None) -> Sequence[dict]:
+              number: str | None = None, tracking_stopped: bool | None = None) -> Sequence[dict]:
     """Shipments newest first; `q` searches BL, ref and container numbers (substring, case-
-    insensitive); `number` matches the tracking request number exactly (case-insensitive)."""
+    insensitive); `number` matches the tracking request number exactly (case-insensitive);
+    `tracking_stopped` (`filter[tracking_stopped]`) keeps stopped (True) or still tracked (False) ones."""
     api = store.api_shipments(t)
+    if tracking_stopped is not None:
+        if q or number:
+            base = list(search.matching_shipments(t, q=q, number=number))
+        else:
+            base = api + list(range(store.n))
+        idx = [i for i in base if (stop_state(store, store.plan(i), t) is not None) == tracking_stopped]
+        return LazySeq(len(idx), lambda p: render.shipment_resource(store, store.plan(idx[p]), t))
     if not q and not number:
         def get(p: int) -> dict:
             i = api[p] if p < len(api) else p - len(api)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .identifiers import reference_uuid
+from .milestones import PREFIX
 
-PREFIX = "container.transport."
 RAW_EVENTS = frozenset({
     "empty_out", "full_in", "positioned_in", "positioned_out", "vessel_loaded", "vessel_departed",
     "transshipment_arrived", "transshipment_discharged", "transshipment_loaded", "transshipment_departed",

@@ -8,6 +8,7 @@ repeated on ports and terminals, `provided_data` and `facility_type` on terminal
 from __future__ import annotations
 
 import csv
+import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -59,6 +60,7 @@ class Terminal:
     street: str | None
     country: str
     provided: tuple[bool, ...]
+    facility_type: str = "ocean_terminal"
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,18 @@ class Carrier:
     alternative_scacs: tuple[str, ...] = ()
     owner_codes: tuple[str, ...] = ()
     tracking_url: str | None = None
+    contact_url: str | None = None
+    bl_support: bool = True
+    booking_support: bool = True
+    provided_data: tuple[tuple[str, object], ...] | None = None
+
+    def supports(self, request_type: str | None) -> bool:
+        """Whether the line accepts tracking requests of `request_type` (live `*_tracking_support` flags)."""
+        if request_type == "container":
+            return self.container_support
+        if request_type == "booking_number":
+            return self.booking_support
+        return self.bl_support
 
     @cached_property
     def id(self) -> str:
@@ -87,10 +101,10 @@ OWNER_CODES: dict[str, tuple[str, ...]] = {
     "APLU": ("APZU", "APLU"), "ANNU": ("ANNU",), "COSU": ("CBHU", "CSNU", "COSU"), "CMDU": ("CMAU", "CGMU"),
     "EGLV": ("EGHU", "EISU", "EMCU"), "SUDU": ("SUDU",), "HLCU": ("HLXU", "HLBU"), "HDMU": ("HDMU",),
     "MAEU": ("MSKU", "MRKU", "MAEU"), "MATS": ("MATU",), "MSCU": ("MSCU", "MEDU", "MSDU"),
-    "ONEY": ("ONEU",), "OOLU": ("OOLU", "OOCU"), "PCIU": ("PCIU",), "SAFM": ("SAFU",), "SEAL": ("SEAU",),
-    "YMLU": ("YMLU", "YMMU"), "WHLC": ("WHLU",), "ZIMU": ("ZIMU", "ZCSU"), "CLAM": ("SMLU",), "TEST": ("TSTU",),
+    "ONEY": ("ONEU",), "OOLU": ("OOLU", "OOCU"), "PCIU": ("PCIU",), "SAFM": ("SAFU",),
+    "YMLU": ("YMLU", "YMMU"), "WHLC": ("WHLU",), "ZIMU": ("ZIMU", "ZCSU"), "CLAM": ("CMCU",), "TEST": ("TSTU",),
+    "SEAU": ("SEAU",), "SMLU": ("SMLU",),
 }
-ALTERNATIVE_SCACS: dict[str, tuple[str, ...]] = {"MSCU": ("MEDU",), "MAEU": ("MSKU",), "SEAL": ("SEAU",)}
 TRACKING_URLS: dict[str, str] = {
     "MAEU": "https://www.maersk.com/tracking/${BLNUM}",
     "MSCU": "https://www.msc.com/en/track-a-shipment?trackingNumber=${BLNUM}",
@@ -116,6 +130,18 @@ US_ZIPS = {
     "USBAL": "21222", "USBOS": "02210", "USHOU": "77571", "USJAX": "32226", "USLGB": "90802", "USLAX": "90731",
     "USMIA": "33132", "USMOB": "36602", "USMSY": "70130", "USNYC": "07201", "USOAK": "94607", "USPHL": "19148",
     "USPEF": "33316", "USPOT": "33605", "USSAV": "31408", "USSEA": "98134", "USTIW": "98421", "USORF": "23505",
+}
+# Inland rail ramps (served as `terminal` resources, facility_type rail_terminal) by inland port:
+# name, nickname, firms code, street, zip.
+RAIL_TERMINALS: dict[str, tuple[str, str, str, str, str]] = {
+    "USCHI": ("BNSF Logistics Park Chicago", "LPC", "Z901", "26664 S Baseline Rd", "60410"),
+    "USMEM": ("Intermodal Gateway Memphis", "IGM", "M212", "4000 Forrest Rd", "38118"),
+    "USDAL": ("Dallas Intermodal Terminal", "DIT", "T112", "4801 Langdon Rd", "75241"),
+    "USKCK": ("Kansas City Intermodal Facility", "KCIF", "K631", "3100 Kansas Ave", "66106"),
+    "USATL": ("Fairburn Intermodal Terminal", "Fairburn", "A611", "7000 Oakley Industrial Blvd", "30213"),
+    "USCMH": ("Rickenbacker Intermodal Terminal", "Rickenbacker", "C311", "2351 Rohr Rd", "43137"),
+    "USDET": ("Detroit Intermodal Terminal", "Livernois", "D214", "6750 W Warren Ave", "48210"),
+    "USCLE": ("Cleveland Intermodal Terminal", "Maple Heights", "C622", "5200 Warner Rd", "44125"),
 }
 _FOREIGN_TERMINAL_STYLES = ("{} Container Terminal", "{} International Container Terminal", "{} Gateway Terminal")
 
@@ -148,17 +174,28 @@ class Reference:
         return ref
 
     def _load_terminals(self, data_dir: Path) -> None:
+        with (data_dir / "terminal-addresses.csv").open(newline="") as fh:
+            addresses = {row["Firms Code"]: row for row in csv.DictReader(fh)}
         with (data_dir / "terminals.csv").open(newline="") as fh:
             for row in csv.DictReader(fh):
+                addr = addresses.get(row["Firms Code"], {})
                 port = self.ports[row["Port Code"]]
                 tid = reference_uuid("terminal", f"{row['Port Code']}:{row['Firms Code']}")
                 h = stable_int("terminal", tid)
                 self.terminals[tid] = Terminal(
                     id=tid, name=row["Terminal Name"], nickname=row["Terminal Nickname"],
                     firms_code=row["Firms Code"], smdg_code=_smdg(row["Terminal Nickname"], h),
-                    port=port.locode, city=row["City"], state=port.state, state_abbr=row["State"],
-                    zip=US_ZIPS.get(port.locode), street=None, country="United States",
+                    port=port.locode, city=addr.get("City") or row["City"], state=port.state, state_abbr=row["State"],
+                    zip=addr.get("Zip") or US_ZIPS.get(port.locode), street=addr.get("Street") or None,
+                    country="United States",
                     provided=tuple(bool((h >> i) & 1) or i in (1, 2, 4) for i in range(len(TERMINAL_PROVIDED_FIELDS))))
+        for locode, (name, nickname, firms, street, zip_code) in RAIL_TERMINALS.items():
+            port = self.ports[locode]
+            tid = reference_uuid("terminal", f"{locode}:rail")
+            self.terminals[tid] = Terminal(
+                id=tid, name=name, nickname=nickname, firms_code=firms, smdg_code=None, port=locode,
+                city=port.city, state=port.state, state_abbr=port.state_abbr, zip=zip_code, street=street,
+                country=port.country, provided=(False,) * len(TERMINAL_PROVIDED_FIELDS), facility_type="rail_terminal")
         for port in self.ports.values():
             if port.is_us:
                 continue
@@ -174,22 +211,39 @@ class Reference:
                     street=None, country=port.country, provided=(False,) * len(TERMINAL_PROVIDED_FIELDS))
 
     def _load_carriers(self, data_dir: Path) -> None:
+        """The live `/shipping_lines` rows (shipping-lines-live.json, SCAC order, with the CLI's
+        bol_prefix), then the rows of the vendor's shipping-lines.csv the live list lacks (first row of
+        a repeated SCAC wins; a SCAC that is a live alternative SCAC is that line)."""
+        with (data_dir / "shipping-lines-live.json").open() as fh:
+            live = json.load(fh)
+        for row in live:
+            scac = row["scac"]
+            bl, bk, ct = (bool(row[f"{k}_tracking_support"]) for k in ("bill_of_lading", "booking_number",
+                                                                      "container_number"))
+            self.carriers[scac] = Carrier(
+                scac=scac, name=row["name"], short_name=row["short_name"], bol_prefix=row.get("bol_prefix"),
+                support="supported" if (bl or bk or ct) else "unsupported", container_support=ct,
+                alternative_scacs=tuple(row.get("alternative_scacs") or ()),
+                owner_codes=OWNER_CODES.get(scac, ()), tracking_url=row.get("tracking_url"),
+                contact_url=row.get("contact_url"), bl_support=bl, booking_support=bk,
+                provided_data=tuple((row.get("provided_data") or SHIPPING_LINE_PROVIDED).items()))
+        extra: list[Carrier] = []
         with (data_dir / "shipping-lines.csv").open(newline="") as fh:
             for row in csv.DictReader(fh):
                 scac = row["SCAC"].strip().upper()
-                if not scac or scac in self.carriers:
-                    continue  # the vendor list repeats some SCACs; the first row wins
+                if not scac or self.carrier(scac) is not None or any(c.scac == scac for c in extra):
+                    continue  # the vendor list repeats some SCACs; the first row (or the live row) wins
                 support = row["Support"].strip().lower()
-                self.carriers[scac] = Carrier(
+                ok = support in ("yes", "partial")
+                extra.append(Carrier(
                     scac=scac, name=row["Full Name"].strip(), short_name=row["Nickname"].strip(),
-                    bol_prefix=_blank(row["BOL Prefix"].strip()),
-                    support="supported" if support in ("yes", "partial") else "unsupported",
-                    container_support="container" not in row["Notes"].lower(),
-                    alternative_scacs=ALTERNATIVE_SCACS.get(scac, ()), owner_codes=OWNER_CODES.get(scac, ()),
-                    tracking_url=TRACKING_URLS.get(scac))
-        self.carriers["TEST"] = Carrier(
-            scac="TEST", name="Test Shipping Line", short_name="Test", bol_prefix="TEST", support="supported",
-            container_support=True, owner_codes=OWNER_CODES["TEST"])
+                    bol_prefix=_blank(row["BOL Prefix"].strip()), support="supported" if ok else "unsupported",
+                    container_support=ok and "container" not in row["Notes"].lower(),
+                    owner_codes=OWNER_CODES.get(scac, ()), tracking_url=TRACKING_URLS.get(scac),
+                    bl_support=ok, booking_support=ok))
+        for c in extra:
+            self.carriers[c.scac] = c
+        self.carriers = dict(sorted(self.carriers.items()))
 
     # ----- lookups -------------------------------------------------------------------------------
 
@@ -262,7 +316,6 @@ class Reference:
                 "longitude": port.lon_text, "time_zone": port.time_zone,
             },
             "relationships": {"terminals": {"data": [{"id": t.id, "type": "terminal"} for t in terms]}},
-            "links": {"self": f"/v2/ports/{port.id}"},
         }
 
     def terminal_resource(self, t: Terminal) -> dict:
@@ -278,25 +331,23 @@ class Reference:
                 "id": t.id, "nickname": t.nickname, "name": t.name, "firms_code": t.firms_code,
                 "smdg_code": t.smdg_code, "bic_facility_code": None, "provided_data": provided,
                 "street": t.street, "city": t.city, "state": t.state, "state_abbr": t.state_abbr, "zip": t.zip,
-                "country": t.country, "facility_type": "ocean_terminal",
+                "country": t.country, "facility_type": t.facility_type,
             },
             "relationships": {"port": {"data": {"id": port.id, "type": "port"}}},
-            "links": {"self": f"/v2/terminals/{t.id}"},
         }
 
     def shipping_line_resource(self, c: Carrier) -> dict:
         """A `shipping_line` resource with the live extras (provided_data, tracking_url, contact_url)."""
-        supported = c.support == "supported"
+        provided = dict(c.provided_data) if c.provided_data is not None else dict(SHIPPING_LINE_PROVIDED)
         return {
             "id": c.id, "type": "shipping_line",
             "attributes": {
-                "scac": c.scac, "name": c.name, "provided_data": dict(SHIPPING_LINE_PROVIDED),
-                "tracking_url": c.tracking_url, "contact_url": None,
+                "scac": c.scac, "name": c.name, "provided_data": provided,
+                "tracking_url": c.tracking_url, "contact_url": c.contact_url,
                 "alternative_scacs": list(c.alternative_scacs), "short_name": c.short_name,
-                "bill_of_lading_tracking_support": supported, "booking_number_tracking_support": supported,
-                "container_number_tracking_support": supported and c.container_support,
+                "bill_of_lading_tracking_support": c.bl_support, "booking_number_tracking_support": c.booking_support,
+                "container_number_tracking_support": c.container_support,
             },
-            "links": {"self": f"/v2/shipping_lines/{c.id}"},
         }
 
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from .lifecycle import api_state, failing_state
-from .shipments import PREFIX, ContainerPlan, Event, Plan
+from . import inland
+from .lifecycle import api_state, failing_state, own_state
+from .milestones import milestone
+from .shipments import ContainerPlan, Event, Plan
+from .stops import request_stopped, stop_state, stop_user_id
 from .timeutil import DAY, HOUR, iso
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,31 +42,30 @@ def event_live(e: Event, now: int) -> bool:
     return e.known_at <= now
 
 
-def milestone(cp: ContainerPlan, name: str, now: int) -> int | None:
-    """Timestamp of the currently valid version of a container milestone known by `now`."""
-    full = PREFIX + name
-    for e in reversed(cp.events):
-        if e.name == full and e.known_at <= now and not (e.invalidated_at is not None and e.invalidated_at <= now):
-            return e.ts
-    return None
-
-
-def tracking_attempt(plan: Plan, now: int) -> tuple[int, int | None]:
-    """(last tracking attempt, stop time or None): attempts every 3 h until tracking stops."""
-    if now >= plan.stopped_at:
-        return plan.stopped_at - 1, plan.stopped_at
+def tracking_attempt(plan: Plan, now: int, stopped_at: int | None) -> tuple[int, int | None]:
+    """(last tracking attempt, stop time or None): attempts every 3 h until tracking stops at
+    `stopped_at` (the stop in force, see `stops.stop_state`; None while tracked)."""
+    if stopped_at is not None and now >= stopped_at:
+        return max(stopped_at - 1, plan.ident.created_at), stopped_at
     grid = now - ((now - plan.phase) % (3 * HOUR))
     return max(grid, plan.ident.created_at), None
 
 
 def container_status(cp: ContainerPlan, now: int) -> str:
-    """`current_status` from the live enum, derived from the milestones known by `now`."""
+    """`current_status` from the live enum, derived from the milestones known by `now` (inland
+    containers: awaiting_inland_transfer after discharge, on_rail until unloaded at the ramp)."""
     if milestone(cp, "empty_in", now):
         return "empty_returned"
     if milestone(cp, "full_out", now):
         return "picked_up"
     if milestone(cp, "available", now):
         return "available"
+    if cp.rail is not None and milestone(cp, "vessel_discharged", now):
+        if milestone(cp, "rail_unloaded", now):
+            return "not_available"
+        if milestone(cp, "rail_departed", now) or milestone(cp, "rail_loaded", now):
+            return "on_rail"
+        return "awaiting_inland_transfer"
     if milestone(cp, "vessel_discharged", now):
         return "not_available"
     if milestone(cp, "vessel_departed", now) or milestone(cp, "vessel_loaded", now):
@@ -78,7 +80,11 @@ def shipment_resource(store: AccountStore, plan: Plan, now: int) -> dict:
     sid = store.shipment_id(ident.index)
     first, last = plan.legs[0], plan.legs[-1]
     pol, pod = ref.ports[first.origin], ref.ports[last.destination]
-    attempted, stopped = tracking_attempt(plan, now)
+    stop = stop_state(store, plan, now)
+    attempted, stopped = tracking_attempt(plan, now, stop.stopped_at if stop else None)
+    if stop is not None and stop.frozen:
+        now = min(now, stop.stopped_at)     # nothing learnt after an early or user stop is shown
+    dest_attrs, dest_rels = inland.shipment_destination(ref, plan, now)
     patch = store.shipment_patches.get(sid, {})
     return {
         "id": sid, "type": "shipment",
@@ -96,30 +102,33 @@ def shipment_resource(store: AccountStore, plan: Plan, now: int) -> dict:
             "port_of_discharge_locode": pod.locode, "port_of_discharge_name": pod.name,
             "pod_vessel_name": last.vessel.name, "pod_vessel_imo": last.vessel.imo,
             "pod_voyage_number": last.voyage,
-            "destination_locode": None, "destination_name": None, "destination_timezone": None,
-            "destination_ata_at": None, "destination_eta_at": None,
+            "destination_locode": dest_attrs["destination_locode"],
+            "destination_name": dest_attrs["destination_name"],
+            "destination_timezone": dest_attrs["destination_timezone"],
+            "destination_ata_at": dest_attrs["destination_ata_at"],
+            "destination_eta_at": dest_attrs["destination_eta_at"],
             "pol_etd_at": iso(latest_estimate(plan.etd_revisions[0], now)),
             "pol_atd_at": iso(known(first.atd, now)),
             "pol_timezone": pol.time_zone,
             "pod_eta_at": iso(latest_estimate(plan.eta_revisions[-1], now)),
             "pod_original_eta_at": iso(plan.eta_revisions[-1][0][1]),
             "pol_original_etd_at": iso(plan.etd_revisions[0][0][1]),
-            "destination_original_eta_at": None,
+            "destination_original_eta_at": dest_attrs["destination_original_eta_at"],
             "pod_ata_at": iso(known(last.ata, now)),
             "pod_timezone": pod.time_zone,
             "line_tracking_last_attempted_at": iso(attempted),
             "line_tracking_last_succeeded_at": iso(attempted + 1),
             "line_tracking_stopped_at": iso(stopped),
-            "line_tracking_stopped_reason": "all_containers_terminated" if stopped else None,
+            "line_tracking_stopped_reason": stop.reason if stop else None,
         },
         "links": {"self": f"/v2/shipments/{sid}"},
         "relationships": {
             "port_of_lading": {"data": {"id": pol.id, "type": "port"}},
             "port_of_discharge": {"data": {"id": pod.id, "type": "port"}},
             "pod_terminal": {"data": {"id": plan.pod_terminal.id, "type": "terminal"}},
-            "destination": {"data": None},
-            "destination_terminal": {"data": None},
-            "line_tracking_stopped_by_user": {"data": None},
+            **dest_rels,
+            "line_tracking_stopped_by_user": {"data": {"id": stop_user_id(store), "type": "user"}
+                                              if stop is not None and stop.by_user else None},
             "containers": {"data": [{"id": store.container_id(ident.index, c.slot), "type": "container"}
                                     for c in ident.containers]},
         },
@@ -132,11 +141,17 @@ def container_resource(store: AccountStore, plan: Plan, slot: int, now: int) -> 
     ident = plan.ident
     cid = store.container_id(ident.index, slot)
     tz = store.ref.ports[plan.legs[-1].destination].time_zone
+    stop = stop_state(store, plan, now)
+    attempted, _ = tracking_attempt(plan, now, stop.stopped_at if stop else None)
+    if stop is not None and stop.frozen:
+        now = min(now, stop.stopped_at)     # no updates after an early or user stop
     ms = {name: milestone(cp, name, now) for name in (
         "empty_out", "full_in", "vessel_loaded", "vessel_departed", "vessel_arrived", "vessel_discharged",
         "available", "full_out", "empty_in")}
     arrived, out = ms["vessel_arrived"], ms["full_out"]
-    at_terminal = arrived is not None and out is None
+    railed = cp.rail is not None
+    at_terminal = arrived is not None and out is None and not (railed and milestone(cp, "rail_loaded", now))
+    rail = inland.container_rail(store.ref, plan, cp, ms, now)
     lfd_known = now >= cp.lfd_known
     pickup_lfd = (cp.lfd_line or cp.lfd_terminal) if lfd_known else None
     holds = [{"name": h.name, "status": h.status, "description": h.description}
@@ -149,7 +164,6 @@ def container_resource(store: AccountStore, plan: Plan, slot: int, now: int) -> 
         if any(h.name == "VACIS" and h.appear <= now for h in cp.holds):
             fees.append({"type": "exam", "amount": cp.exam_fee, "currency_code": "USD"})
     available = None if arrived is None else bool(ms["available"]) and out is None
-    attempted, _ = tracking_attempt(plan, now)
     checked = (now - ((now - plan.phase) % HOUR)) if at_terminal else None
     patch = store.container_patches.get(cid, {})
     etype, elen, eheight = cp.equipment
@@ -159,7 +173,7 @@ def container_resource(store: AccountStore, plan: Plan, slot: int, now: int) -> 
             "number": cp.ident.number, "seal_number": cp.seal, "created_at": iso(ident.created_at),
             "ref_numbers": list(patch.get("ref_numbers", store.container_base_refs(plan, slot))),
             "pod_arrived_at": iso(arrived), "pod_discharged_at": iso(ms["vessel_discharged"]),
-            "final_destination_full_out_at": None,
+            "final_destination_full_out_at": iso(out) if railed else None,
             "holds_at_pod_terminal": holds,
             "available_for_pickup": available,
             "delivered_at": None,
@@ -167,7 +181,7 @@ def container_resource(store: AccountStore, plan: Plan, slot: int, now: int) -> 
             "empty_out_at": iso(ms["empty_out"]), "pol_full_in_at": iso(ms["full_in"]),
             "pol_vessel_loaded_at": iso(ms["vessel_loaded"]), "pol_vessel_departed_at": iso(ms["vessel_departed"]),
             "equipment_type": etype, "equipment_length": elen, "equipment_height": eheight,
-            "pod_full_out_at": iso(out), "empty_terminated_at": iso(ms["empty_in"]),
+            "pod_full_out_at": None if railed else iso(out), "empty_terminated_at": iso(ms["empty_in"]),
             "terminal_checked_at": iso(checked),
             "fees_at_pod_terminal": fees,
             "pickup_lfd": iso(pickup_lfd),
@@ -176,25 +190,26 @@ def container_resource(store: AccountStore, plan: Plan, slot: int, now: int) -> 
             "location_at_pod_terminal": cp.yard if at_terminal and ms["vessel_discharged"] else None,
             "pod_last_tracking_request_at": iso(checked),
             "shipment_last_tracking_request_at": iso(attempted),
-            "rail_last_tracking_request_at": None,
+            "rail_last_tracking_request_at": rail.pop("rail_last_tracking_request_at"),
             "availability_known": arrived is not None,
-            "pod_timezone": tz, "final_destination_timezone": None,
+            "pod_timezone": tz, "final_destination_timezone": rail.pop("final_destination_timezone"),
             "weight_in_lbs": cp.weight_lbs, "empty_terminated_timezone": tz,
-            "pod_rail_carrier_scac": None, "ind_rail_carrier_scac": None,
-            "pod_rail_loaded_at": None, "pod_rail_departed_at": None,
-            "ind_eta_at": None, "ind_ata_at": None, "ind_rail_unloaded_at": None,
-            "ind_facility_holds": None, "ind_facility_fees": None, "ind_facility_lfd_on": None,
+            "pod_rail_carrier_scac": rail["pod_rail_carrier_scac"], "ind_rail_carrier_scac": rail["ind_rail_carrier_scac"],
+            "pod_rail_loaded_at": rail["pod_rail_loaded_at"], "pod_rail_departed_at": rail["pod_rail_departed_at"],
+            "ind_eta_at": rail["ind_eta_at"], "ind_ata_at": rail["ind_ata_at"],
+            "ind_rail_unloaded_at": rail["ind_rail_unloaded_at"],
+            "ind_facility_holds": None, "ind_facility_fees": None, "ind_facility_lfd_on": rail["ind_facility_lfd_on"],
             "import_deadlines": {
-                "pickup_lfd_terminal": iso(cp.lfd_terminal) if lfd_known else None,
-                "pickup_lfd_rail": None,
+                "pickup_lfd_terminal": iso(cp.lfd_terminal) if lfd_known and not railed else None,
+                "pickup_lfd_rail": rail["ind_facility_lfd_on"],
                 "pickup_lfd_line": iso(cp.lfd_line) if lfd_known and cp.lfd_line else None,
             },
             "ssl_lfd": iso(cp.lfd_line) if lfd_known and cp.lfd_line else None,
         },
-        "links": {"self": f"/v2/containers/{cid}"},
         "relationships": {
             "shipment": {"data": {"id": store.shipment_id(ident.index), "type": "shipment"}},
-            "pickup_facility": {"data": None},
+            "pickup_facility": {"data": {"id": plan.extra["inland"].terminal_id, "type": "terminal"}
+                                if railed and plan.extra.get("inland") else None},
             "pod_terminal": {"data": {"id": plan.pod_terminal.id, "type": "terminal"}},
             "transport_events": {"data": [{"id": store.event_id(ident.index, slot, e.seq), "type": "transport_event"}
                                           for e in cp.events if event_live(e, now)]},
@@ -219,7 +234,6 @@ def event_resource(store: AccountStore, plan: Plan, slot: int, e: Event, now: in
             else None,
             "location_locode": port.locode, "timezone": port.time_zone, "value": e.value,
         },
-        "links": {"self": f"/v2/transport_events/{eid}"},
         "relationships": {
             "shipment": {"data": {"id": store.shipment_id(idx), "type": "shipment"}},
             "container": {"data": {"id": store.container_id(idx, slot), "type": "container"}},
@@ -240,12 +254,14 @@ def tracking_request_resource(store: AccountStore, tr: int, now: int, *,
     tracked = None
     if tr < store.n:
         ident = store.identity(tr)
+        status, upd = own_state(store, tr, now)
         attrs = {"request_number": ident.request_number, "request_type": ident.request_type,
                  "scac": ident.carrier.scac, "ref_numbers": list(ident.ref_numbers),
                  "shipment_tags": list(ident.tags), "created_at": iso(int(store.tr_created[tr])),
-                 "updated_at": iso(int(store.tr_resolve[tr])), "status": "created", "failed_reason": None,
+                 "updated_at": iso(upd), "status": status, "failed_reason": None,
                  "is_retrying": False, "retry_count": None}
-        tracked = store.shipment_id(tr)
+        if status in ("created", "tracking_stopped"):
+            tracked = store.shipment_id(tr)
         customer = store.party_id(ident.party) if ident.party is not None else None
     elif tr < store.seeded_tr_count:
         f = store.failing(tr - store.n)
@@ -268,7 +284,13 @@ def tracking_request_resource(store: AccountStore, tr: int, now: int, *,
                  "is_retrying": False, "retry_count": None}
         if status == "created" and req.shipment_index is not None:
             tracked = store.shipment_id(req.shipment_index)
+            if req.shipment_index in store.stop_overrides:
+                st = request_stopped(store, store.plan(req.shipment_index), now)
+                if st is not None:
+                    attrs["status"], attrs["updated_at"] = "tracking_stopped", iso(st.stopped_at)
         customer = req.customer_id
+    if tid in store.tr_patches and not creation_response:
+        attrs.update(store.tr_patches[tid])
     return {
         "id": tid, "type": "tracking_request", "attributes": attrs,
         "relationships": {
@@ -283,8 +305,7 @@ def tracking_request_resource(store: AccountStore, tr: int, now: int, *,
 def party_resource(store: AccountStore, p: int, name: str) -> dict:
     """A `party` resource (customer) for party index `p`."""
     pid = store.party_id(p)
-    return {"id": pid, "type": "party", "attributes": {"company_name": name},
-            "relationships": {}, "links": {"self": f"/v2/parties/{pid}"}}
+    return {"id": pid, "type": "party", "attributes": {"company_name": name}}
 
 
 def document_resource(did: str, name: str, blob: dict, now: int, shipment_id: str | None,

@@ -19,16 +19,17 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
+from . import inland as inland_mod
 from .identifiers import container_number, rng_for
+from .milestones import PREFIX
 from .reference import Carrier, Reference, Terminal
 from .routing import Leg, LegTemplate, RouteBook
 from .timeutil import DAY, HOUR, MINUTE, iso
 
-PREFIX = "container.transport."
 CARRIER_WEIGHTS = {"MSCU": 18, "MAEU": 16, "CMDU": 12, "COSU": 10, "HLCU": 9, "ONEY": 8, "EGLV": 8, "OOLU": 4,
                    "YMLU": 4, "HDMU": 3, "ZIMU": 3, "APLU": 2, "SUDU": 2, "WHLC": 2, "MATS": 1, "PCIU": 1,
-                   "ANNU": 1, "SAFM": 1, "SEAL": 1}
-STRIP_PREFIX = {"MAEU", "SAFM", "SUDU", "SEAL"}   # carriers whose normalized_number drops the prefix
+                   "ANNU": 1, "SAFM": 1, "SEAU": 1}
+STRIP_PREFIX = {"MAEU", "SAFM", "SUDU", "SEAU"}   # carriers whose normalized_number drops the prefix
 HOLD_KINDS = (  # name, probability, description, status
     ("customs", 0.30, "CBP hold - entry not released", "hold"),
     ("freight", 0.15, "Line hold - freight charges outstanding", "hold"),
@@ -118,6 +119,7 @@ class ContainerPlan:
     appointment: tuple[int, int] | None = None      # (known_at, appointment time)
     chassis: str | None = None
     yard: str | None = None
+    rail: inland_mod.RailTimes | None = None        # inland shipments: the container's rail leg
     _build: Callable[[], None] | None = None
 
     def detail(self) -> ContainerPlan:
@@ -265,11 +267,15 @@ class ShipmentFactory:
         published = legs[0].atd - 14 * DAY
         eta_revs = [self._revisions(rng, published, leg.atd, leg.ata, arrival=True) for leg in legs]
         etd_revs = [self._revisions(rng, published, leg.atd - 3 * DAY, leg.atd, arrival=False) for leg in legs]
-        containers = [self._container(rng, ident, c, legs, pol_terminal, pod_terminal, pod_port.time_zone)
+        leg = inland_mod.pick(self.seed, self.account, ident.index, ident.request_number, pod)
+        containers = [self._container(rng, ident, c, legs, pol_terminal, pod_terminal, pod_port.time_zone, leg)
                       for c in ident.containers]
         stopped = max(c.empty_in for c in containers) + _ri(rng, 1, 12) * HOUR
+        extra: dict = {"inland": leg}
+        if stopped > legs[-1].ata + 56 * DAY:
+            stopped, extra["stop_reason"] = legs[-1].ata + 56 * DAY, "past_arrival_window"
         return Plan(ident, legs, pol_terminal, pod_terminal, route_known, eta_revs, etd_revs, containers,
-                    stopped, _ri(rng, 0, 3 * HOUR))
+                    stopped, _ri(rng, 0, 3 * HOUR), extra)
 
     @staticmethod
     def _revisions(rng: random.Random, published: int, start: int, actual: int, arrival: bool) -> list[tuple[int, int]]:
@@ -292,7 +298,8 @@ class ShipmentFactory:
         return revs
 
     def _container(self, rng: random.Random, ident: Identity, c: ContainerIdentity, legs: list[Leg],
-                   pol_terminal: Terminal | None, pod_terminal: Terminal, tz: str) -> ContainerPlan:
+                   pol_terminal: Terminal | None, pod_terminal: Terminal, tz: str,
+                   leg: inland_mod.InlandLeg | None = None) -> ContainerPlan:
         """Key times of one container (cheap); its event list is generated lazily by `_details`."""
         ata = legs[-1].ata
         discharged = ata + _ri(rng, 6 * HOUR, 40 * HOUR)
@@ -309,11 +316,22 @@ class ShipmentFactory:
         empty_in = full_out + _ri(rng, 2 * DAY, 14 * DAY)
         cp = ContainerPlan(ident=c, holds=holds, discharged=discharged, available=available, full_out=full_out,
                            empty_in=empty_in, free_days=free_days, has_line_lfd=rng.random() < 0.3, tz=tz)
-        cp._build = lambda: self._details(cp, ident, legs, pol_terminal, pod_terminal)
+        if leg is not None:   # by rail to an inland ramp: available there after the train is unloaded
+            irng = rng_for(self.seed, self.account, "rail", ident.index, c.slot)
+            cp.rail = rail = inland_mod.container_times(irng, leg, discharged)
+            cp.available = max([rail.unloaded + _ri(irng, 2 * HOUR, 30 * HOUR)] + [h.clear + 30 * MINUTE for h in holds])
+            cp.full_out = cp.available + _ri(irng, 8 * HOUR, 3 * DAY)
+            cp.empty_in = cp.full_out + _ri(irng, 2 * DAY, 10 * DAY)
+        cp._build = lambda: self._details(cp, ident, legs, pol_terminal, pod_terminal, leg)
         return cp
 
+    def _rail_events(self, cp: ContainerPlan, ident: Identity, leg: inland_mod.InlandLeg, pod: str,
+                     pod_terminal: Terminal, add: Callable) -> None:
+        """Events of an inland container after discharge (see `_rail_events_impl`)."""
+        _rail_events_impl(self, cp, ident, leg, pod, pod_terminal, add)
+
     def _details(self, cp: ContainerPlan, ident: Identity, legs: list[Leg], pol_terminal: Terminal | None,
-                 pod_terminal: Terminal) -> None:
+                 pod_terminal: Terminal, leg: inland_mod.InlandLeg | None = None) -> None:
         """Fill a container's events, LFDs, equipment and terminal details (on first access)."""
         rng = rng_for(self.seed, self.account, "cdetail", ident.index, cp.ident.slot, ident.request_number)
         created = ident.created_at
@@ -346,14 +364,17 @@ class ShipmentFactory:
         add(PREFIX + "vessel_berthed", ata + _ri(rng, 20 * MINUTE, 8 * HOUR), pod, last.vessel, last.voyage,
             pod_terminal.id, lag=0, source="ais")
         add(PREFIX + "vessel_discharged", cp.discharged, pod, last.vessel, last.voyage, pod_terminal.id)
-        cp.lfd_terminal = _end_of_local_day(cp.discharged, cp.free_days, cp.tz)
-        cp.lfd_line = _end_of_local_day(cp.discharged, cp.free_days + 2, cp.tz) if cp.has_line_lfd else None
-        cp.lfd_known = cp.discharged + _ri(rng, HOUR, 8 * HOUR)
-        add("container.pickup_lfd.changed", cp.lfd_known, pod, terminal=pod_terminal.id, lag=0, source="terminal",
-            value=iso(cp.lfd_line or cp.lfd_terminal))
-        add(PREFIX + "available", cp.available, pod, terminal=pod_terminal.id, source="terminal")
-        add(PREFIX + "full_out", cp.full_out, pod, terminal=pod_terminal.id)
-        add(PREFIX + "empty_in", cp.empty_in, pod)
+        if leg is None or cp.rail is None:
+            cp.lfd_terminal = _end_of_local_day(cp.discharged, cp.free_days, cp.tz)
+            cp.lfd_line = _end_of_local_day(cp.discharged, cp.free_days + 2, cp.tz) if cp.has_line_lfd else None
+            cp.lfd_known = cp.discharged + _ri(rng, HOUR, 8 * HOUR)
+            add("container.pickup_lfd.changed", cp.lfd_known, pod, terminal=pod_terminal.id, lag=0,
+                source="terminal", value=iso(cp.lfd_line or cp.lfd_terminal))
+            add(PREFIX + "available", cp.available, pod, terminal=pod_terminal.id, source="terminal")
+            add(PREFIX + "full_out", cp.full_out, pod, terminal=pod_terminal.id)
+            add(PREFIX + "empty_in", cp.empty_in, pod)
+        else:
+            self._rail_events(cp, ident, leg, pod, pod_terminal, add)
         # occasionally a reported milestone is corrected: the first version gets invalidated later
         if rng.random() < 0.12:
             candidates = [e for e in events if e.name.endswith(("full_in", "vessel_loaded", "vessel_discharged",
@@ -378,6 +399,27 @@ class ShipmentFactory:
         cp.chassis = (f"{rng.choice(('TRAC', 'DCLI', 'FLXZ', 'MCHZ'))}{_ri(rng, 10**5, 10**6)}"
                       if rng.random() < 0.7 else None)
         cp.yard = f"{rng.choice('ABCDEFGH')}{_ri(rng, 1, 40):02d}-{_ri(rng, 1, 60):02d}-{_ri(rng, 1, 6)}"
+
+
+def _rail_events_impl(factory: ShipmentFactory, cp: ContainerPlan, ident: Identity, leg: inland_mod.InlandLeg,
+                      pod: str, pod_terminal: Terminal, add: Callable) -> None:
+    """Rail milestones, the ramp's last free day and the pickup at the ramp of an inland container."""
+    rail = cp.rail
+    assert rail is not None
+    irng = rng_for(factory.seed, factory.account, "raildetail", ident.index, cp.ident.slot)
+    ramp = leg.terminal_id
+    add(PREFIX + "rail_loaded", rail.loaded, pod, terminal=pod_terminal.id, lag=_ri(irng, 20 * MINUTE, 4 * HOUR))
+    add(PREFIX + "rail_departed", rail.departed, pod, terminal=pod_terminal.id, lag=_ri(irng, 10 * MINUTE, 2 * HOUR))
+    add(PREFIX + "rail_arrived", rail.arrived, leg.locode, terminal=ramp, lag=_ri(irng, 10 * MINUTE, 2 * HOUR))
+    add(PREFIX + "rail_unloaded", rail.unloaded, leg.locode, terminal=ramp, lag=_ri(irng, 20 * MINUTE, 3 * HOUR))
+    tz = factory.ref.ports[leg.locode].time_zone
+    rail.lfd = _end_of_local_day(rail.unloaded, 2, tz)
+    rail.lfd_known = rail.unloaded + _ri(irng, HOUR, 6 * HOUR)
+    cp.lfd_terminal, cp.lfd_line, cp.lfd_known = rail.lfd, None, rail.lfd_known
+    add("container.pickup_lfd_rail.changed", rail.lfd_known, leg.locode, terminal=ramp, lag=0, value=iso(rail.lfd))
+    add(PREFIX + "available", cp.available, leg.locode, terminal=ramp, lag=_ri(irng, 10 * MINUTE, 3 * HOUR))
+    add(PREFIX + "full_out", cp.full_out, leg.locode, terminal=ramp, lag=_ri(irng, 10 * MINUTE, 3 * HOUR))
+    add(PREFIX + "empty_in", cp.empty_in, leg.locode, lag=_ri(irng, 10 * MINUTE, 3 * HOUR))
 
 
 def _ri(rng: random.Random, lo: int, hi: int) -> int:

@@ -31,6 +31,11 @@ FAILED_REASONS = (("not_found", 30), ("invalid_number", 15), ("expired", 12), ("
                   ("scac_auto_detect_failed", 6))
 
 
+NEVER = np.iinfo(np.int64).max
+MANIFEST_CHECK_AFTER = 60        # a BL/booking request not found at its first check awaits the manifest
+EARLY_STOP_REASONS = (None, "booking_cancelled", "cancelled_by_user")
+
+
 class LazySeq(Sequence):
     """A read-only sequence of `n` rows produced by `getter(position)`; slices build only their rows."""
 
@@ -96,6 +101,7 @@ class AccountStore:
         weights = np.array([w for _, w in FAILED_REASONS], dtype=float)
         reason_idx = rng.choice(len(reasons), p=weights / weights.sum(), size=nf)
         reason_idx[self.failed_n:] = reasons.index("retries_exhausted")
+        reason_idx[self.failed_n::2] = reasons.index("expired")   # recent BL/booking not found: awaiting_manifest
         delay = rng.integers(30, 15 * MINUTE, nf)
         delay = np.where(reason_idx == reasons.index("expired"), 7 * DAY, delay)
         delay = np.where(reason_idx == reasons.index("retries_exhausted"), DAY, delay)
@@ -104,6 +110,18 @@ class AccountStore:
         self.tr_resolve = np.concatenate([self.created, fail_created + delay])
         self.tr_kind = np.concatenate([np.zeros(n, np.int8), np.ones(nf, np.int8)])
         self.seeded_tr_count = n + nf
+        # tracking stops and manifest waits, from their own stream (the draws above stay unchanged)
+        srng = np.random.default_rng([stream, 0x57095])
+        kinds = srng.choice(np.array([0, 1, 2], np.int8), p=[0.93, 0.04, 0.03], size=n)
+        when = np.where(kinds == 1, srng.uniform(HOUR, 3 * DAY, n), srng.uniform(6 * HOUR, 12 * DAY, n))
+        self.early_kind = kinds                        # 0 none, 1 booking_cancelled, 2 cancelled_by_user
+        self.early_at = np.where(kinds > 0, self.created + when.astype(np.int64), NEVER).astype(np.int64)
+        waited = srng.random(n) < 0.08                 # BL/booking first not found at the line: awaited the manifest
+        wait = srng.uniform(2 * HOUR, 6 * DAY, n).astype(np.int64)
+        self.tr_created[:n] = np.where(waited, self.created - wait, self.tr_created[:n])
+        expired = np.array([r == "expired" for r in self.fail_reason], dtype=bool)
+        self.tr_awaiting = np.concatenate([np.where(waited, self.tr_created[:n] + MANIFEST_CHECK_AFTER, NEVER),
+                                           np.where(expired, fail_created + MANIFEST_CHECK_AFTER, NEVER)])
         self.tr_order = np.argsort(-self.tr_created, kind="stable")
         # parties
         prng = rng_for(seed, name, "parties")
@@ -122,6 +140,8 @@ class AccountStore:
         self.documents_list: list[dict] = []
         self.shipment_patches: dict[str, dict] = {}
         self.container_patches: dict[str, dict] = {}
+        self.tr_patches: dict[str, dict] = {}
+        self.stop_overrides: dict[int, list[tuple[int, str]]] = {}   # shipment index -> [(t, stop|resume)]
         self.idents: OrderedDict[int, Identity] = OrderedDict()
 
     # ----- ids -----------------------------------------------------------------------------------

@@ -86,8 +86,14 @@ def test_test_numbers_and_auto_detect(fresh_world, start):
 def test_carrier_validation(fresh_world, start):
     acct = fresh_world.account("primary")
     with pytest.raises(ValidationIssue) as e:
-        acct.create_tracking_request({"request_number": "X1", "scac": "CLAM"}, None, start)
+        acct.create_tracking_request({"request_number": "X1", "scac": "WDSB"}, None, start)  # live: no support
     assert e.value.pointer == "/data/attributes/scac"
+    with pytest.raises(ValidationIssue):  # live TRBR tracks bookings only
+        acct.create_tracking_request({"request_number": "X1", "scac": "TRBR", "request_type": "bill_of_lading"},
+                                     None, start)
+    acct.create_tracking_request({"request_number": "X1", "scac": "TRBR", "request_type": "booking_number"},
+                                 None, start)
+    acct.create_tracking_request({"request_number": "X1", "scac": "CLAM"}, None, start)  # supported live
     with pytest.raises(ValidationIssue):
         acct.create_tracking_request({"request_number": "X1", "scac": "QQQQ"}, None, start)
     with pytest.raises(ValidationIssue):

@@ -27,7 +27,7 @@ def test_port_resource_shape(world):
     assert attrs["id"] == res["id"]
     assert attrs["latitude"] == "35.10162" and isinstance(attrs["longitude"], str)
     assert attrs["code"] == "KRPUS" and attrs["time_zone"] == "Asia/Seoul"
-    assert res["links"]["self"] == f"/v2/ports/{res['id']}"
+    assert "links" not in res  # live port resources carry no links
     assert res["relationships"]["terminals"]["data"], "foreign ports get generated terminals"
     assert world.get_port("XXXXX") is None
 
@@ -60,11 +60,13 @@ def test_shipping_lines_dedup_support_and_test_carrier(world):
     assert world.carrier_support("MSCU") == "supported"
     assert world.carrier_support("hdmu") == "supported"        # Partial -> supported
     assert world.carrier_support("MATS") == "supported"        # first row (Yes) wins over "On roadmap"
-    assert world.carrier_support("CLAM") == "unsupported"      # On roadmap only
+    assert world.carrier_support("CLAM") == "supported"        # the live list supports it
+    assert world.carrier_support("SEAL") == "supported"        # live alternative SCAC of SEAU
+    assert world.carrier_support("WDSB") == "unsupported"      # live: no tracking support at all
     assert world.carrier_support("TEST") == "supported"
     assert world.carrier_support("ZZZZ") == "unknown"
-    hdmu = next(sl for sl in lines if sl["attributes"]["scac"] == "HDMU")
-    assert hdmu["attributes"]["container_number_tracking_support"] is False
+    gosu = next(sl for sl in lines if sl["attributes"]["scac"] == "GOSU")
+    assert gosu["attributes"]["container_number_tracking_support"] is False  # as live
 
 
 def test_carrier_auto_detection(world):

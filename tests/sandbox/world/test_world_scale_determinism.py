@@ -85,12 +85,14 @@ def test_lists_newest_first_and_seeded_mix(world, start):
     created = [t["attributes"]["created_at"] for t in trs[:]]
     assert created == sorted(created, reverse=True)
     statuses = {t["attributes"]["status"] for t in trs[:]}
-    assert statuses == {"created", "failed", "pending"}
+    assert statuses == {"created", "failed", "pending", "awaiting_manifest", "tracking_stopped"}
     failed = acct.tracking_requests(start, status="failed")[:]
     assert failed and all(t["attributes"]["failed_reason"] for t in failed)
     assert all(t["relationships"]["tracked_object"]["data"] is None for t in failed)
     created_trs = acct.tracking_requests(start, status="created")[:]
-    assert len(created_trs) == 600
+    stopped_trs = acct.tracking_requests(start, status="tracking_stopped")[:]
+    assert len(created_trs) + len(stopped_trs) == 600 and stopped_trs  # every seeded shipment's request
+    assert all(t["relationships"]["tracked_object"]["data"] for t in stopped_trs)
     for t in created_trs[:30]:
         assert t["relationships"]["customer"]["data"]["type"] == "party"
         sid = t["relationships"]["tracked_object"]["data"]["id"]
