@@ -28,9 +28,19 @@ def is_new(table: str) -> bool:
     return existing is None or not has_table_seen_data(existing)
 
 
+# Destinations that create a table from an empty item. Elsewhere the empty load job fails: PostgreSQL's
+# ADBC ingest needs at least one record batch, and a Delta merge hashes each row's primary key, which the
+# empty item lacks. There a table appears with its first row (the models read a missing one as empty).
+EMPTY_TABLE_DESTINATIONS = frozenset({"duckdb", "ducklake"})
+
+
 def create_if_new(table: str) -> list[Any]:
     """An empty item that has dlt create `table` with its declared columns even when no row arrives, while
-    the table is new (then nothing: an empty load job a sync per table would cost a merge each)."""
+    the table is new (then nothing: an empty load job a sync per table would cost a merge each), on the
+    destinations that can (`EMPTY_TABLE_DESTINATIONS`)."""
+    destination = dlt.current.pipeline().destination
+    if destination is None or destination.destination_name not in EMPTY_TABLE_DESTINATIONS:
+        return []
     return [dlt.mark.materialize_table_schema()] if is_new(table) else []
 
 

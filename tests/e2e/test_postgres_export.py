@@ -66,7 +66,8 @@ def test_postgres_holds_the_same_raw_tables_as_the_lake_with_postgis_geometries(
     lake = lake_in(tmp_path / "lake" / "data")
 
     in_postgres, in_lake = _postgres_row_counts(postgres_database), table_row_counts(lake, DATASET_NAME)
-    assert in_postgres == in_lake
+    # a table no row reached yet exists on the lake only (`pipelines.extract.hints.EMPTY_TABLE_DESTINATIONS`)
+    assert in_postgres == {table: rows for table, rows in in_lake.items() if rows or table in in_postgres}
     assert in_lake["shipments"] > 0 and in_lake["map_features"] > 0
 
     # the view types both WKB columns as geometry(Geometry, 4326), and every value carries that SRID
