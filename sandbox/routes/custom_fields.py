@@ -201,10 +201,7 @@ async def create_value(ctx: Ctx) -> dict:
                                    "|'tracking_request', id: <uuid>}", pointer="/data/relationships/entity",
                                    code="invalid")])
     _entity(ctx, ent["type"], ent["id"])
-    attrs = data["attributes"]
-    if "value" not in attrs:
-        raise api_error(422, "Unprocessable Entity", "Value can't be blank", pointer="/data/attributes/value",
-                        code="blank")
+    attrs = _with_value(data["attributes"])
     v = store.set_value(ent["type"], ent["id"], attrs.get("api_slug"), attrs["value"])
     return _created(ctx, store.value_resource(v), f"/v2/custom_fields/{v.id}")
 
@@ -216,12 +213,16 @@ async def get_value(ctx: Ctx) -> dict:
     return _value_doc(ctx, store, _value(ctx, store))
 
 
-async def _new_value(ctx: Ctx) -> object:
-    attrs = (await read_data(ctx, "custom_field"))["attributes"]
+def _with_value(attrs: dict) -> dict:
+    """The attributes of a custom field write, which must carry a `value` (422 when blank)."""
     if "value" not in attrs:
         raise api_error(422, "Unprocessable Entity", "Value can't be blank", pointer="/data/attributes/value",
                         code="blank")
-    return attrs["value"]
+    return attrs
+
+
+async def _new_value(ctx: Ctx) -> object:
+    return _with_value((await read_data(ctx, "custom_field"))["attributes"])["value"]
 
 
 @api()
@@ -274,10 +275,7 @@ async def create_entity_value(ctx: Ctx) -> dict:
     """POST /{shipments|containers|tracking_requests}/{id}/custom_fields: api_slug and value."""
     store = store_for(ctx)
     kind, _, entity_id = _owner(ctx)
-    attrs = (await read_data(ctx, "custom_field"))["attributes"]
-    if "value" not in attrs:
-        raise api_error(422, "Unprocessable Entity", "Value can't be blank", pointer="/data/attributes/value",
-                        code="blank")
+    attrs = _with_value((await read_data(ctx, "custom_field"))["attributes"])
     v = store.set_value(kind, entity_id, attrs.get("api_slug"), attrs["value"])
     return _created(ctx, store.value_resource(v), f"/v2/custom_fields/{v.id}")
 
