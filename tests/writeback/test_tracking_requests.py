@@ -38,7 +38,7 @@ def test_batch_validates_locally_maps_422_creates_parties_and_reruns_without_dup
         {"request_number": "", "request_type": "bill_of_lading", "scac": "MAEU"},
         {"request_number": "WBTEST0002", "request_type": "waybill", "scac": "MAEU"},
         bl("WBTEST0003", scac="ZZZZ"),
-        bl("WBTEST0004", scac="CLAM"),  # known line, no tracking support
+        bl("WBTEST0004", scac="WDSB"),  # known line, no bill-of-lading tracking (live list)
         bl("WBTEST0001", ref_numbers="PO-1;PO-2"),  # duplicate of row 0
         bl("WBTEST0005", customer_id=UNKNOWN_PARTY),  # only the service can tell: 422
     ]
