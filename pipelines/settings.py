@@ -23,6 +23,10 @@ BASE_URL_ENV = f"{ENV_PREFIX}BASE_URL"
 APP_URL_ENV = f"{ENV_PREFIX}APP_URL"
 RATE_WINDOW_ENV = f"{ENV_PREFIX}RATE_WINDOW_SECONDS"
 API_KEY_HELP = f"{API_KEY_ENV} (or api_key under [{CONFIG_SECTION}] in .dlt/secrets.toml)"
+WEBHOOK_SECRET_KEY = "webhook_secret"  # the HMAC key of webhook deliveries, a secret like the API key
+WEBHOOK_SECRET_ENV = f"{ENV_PREFIX}WEBHOOK_SECRET"
+WEBHOOK_SECRET_HELP = f"{WEBHOOK_SECRET_ENV} (or {WEBHOOK_SECRET_KEY} under [{CONFIG_SECTION}] in .dlt/secrets.toml)"
+DEFAULT_SECRETS_FILE = ".dlt/secrets.toml"
 
 DEFAULT_BASE_URL = "https://api.terminal49.com/v2"
 DEFAULT_APP_URL = "https://app.terminal49.com"
@@ -48,6 +52,7 @@ DUCKDB_ENV = "OCEAN_TRACKING_DUCKDB"
 PIPELINES_DIR_ENV = "OCEAN_TRACKING_PIPELINES_DIR"
 FRESHNESS_HOURS_ENV = "OCEAN_TRACKING_FRESHNESS_HOURS"
 WRITEBACK_JOURNAL_ENV = "OCEAN_TRACKING_WRITEBACK_JOURNAL"
+WEBHOOK_JOURNAL_ENV = "OCEAN_TRACKING_WEBHOOK_JOURNAL"
 LAKE_RETENTION_ENV = "OCEAN_TRACKING_LAKE_RETENTION_DAYS"
 DEFAULT_LAKE_RETENTION_DAYS = 30.0  # how far back time travel reaches once maintenance has run
 # DuckDB's memory for the load into the embedded warehouse (unset: DuckDB's own default, 80 % of RAM)
@@ -61,6 +66,7 @@ DUCKDB_FILE_NAME = "warehouse.duckdb"
 DUCKLAKE_DIR_NAME = "ducklake"  # catalog.sqlite and files/
 GEOPARQUET_FILE_NAME = "map_features.parquet"
 WRITEBACK_JOURNAL_FILE_NAME = "writeback_journal.sqlite"
+WEBHOOK_JOURNAL_FILE_NAME = "webhook_journal.sqlite"
 MAPS_DIR_NAME = "maps"  # routes/<container>.png and overview.png
 
 
@@ -115,6 +121,13 @@ def writeback_journal_path(warehouse: Path | None = None) -> Path:
     return (warehouse.parent if warehouse is not None else data_dir()) / WRITEBACK_JOURNAL_FILE_NAME
 
 
+def webhook_journal_path() -> Path:
+    """The webhook notification journal (SQLite, WAL): $OCEAN_TRACKING_WEBHOOK_JOURNAL, else
+    `<data_dir>/webhook_journal.sqlite`. Its own file, so the receiver never holds the analysts' warehouse."""
+    configured = os.environ.get(WEBHOOK_JOURNAL_ENV)
+    return Path(configured) if configured else data_dir() / WEBHOOK_JOURNAL_FILE_NAME
+
+
 def lock_timeout_seconds() -> float:
     """How long to wait for a lock another process holds (warehouse, journal) before giving up."""
     return float(os.environ.get(LOCK_TIMEOUT_ENV) or DEFAULT_LOCK_TIMEOUT_SECONDS)
@@ -160,3 +173,12 @@ ALERT_EMAIL_FROM_ENV = "OCEAN_TRACKING_ALERT_EMAIL_FROM"  # default: the SMTP us
 ALERT_EMAIL_TO_ENV = "OCEAN_TRACKING_ALERT_EMAIL_TO"  # comma-separated recipients
 DEFAULT_ALERT_TIMEOUT_SECONDS = 5.0  # three attempts on two channels stay within a sensor tick (60 s)
 ALERT_ATTEMPTS = 3  # per message and channel; a channel that failed them all rests a minute (assets.alerts)
+
+# ---- webhooks (pipelines/webhooks): the receiver of the service's notifications ---------------------------
+WEBHOOK_HOST = "127.0.0.1"  # loopback by default: a reverse proxy terminates TLS in front of it
+WEBHOOK_PORT = 8765
+WEBHOOK_PATH = "/webhooks/terminal49"
+WEBHOOK_MAX_BODY_BYTES = 1024 * 1024  # larger deliveries are refused (413) before they are read whole
+WEBHOOK_HEARTBEAT_SECONDS = 10.0  # how often a running receiver says so in its journal
+WEBHOOK_SIGNATURE_HEADER = "X-T49-Webhook-Signature"
+WEBHOOK_DELIVERED_STATUSES = (200, 201, 202, 204)  # the only answers the service counts as delivered

@@ -152,7 +152,9 @@ _OPTIONAL = {
 }
 
 
-def _lookup(name: str, secret: bool = False) -> Any:
+def lookup_setting(name: str, secret: bool = False) -> Any:
+    """A setting of the `[sources.ocean_tracking]` section the dlt way (environment, then `.dlt/` TOML files);
+    `secret` reads secrets (the API key, the webhook secret). A malformed TOML file is one line saying so."""
     provider = dlt.secrets if secret else dlt.config
     try:
         return provider.get(f"{CONFIG_SECTION}.{name}")
@@ -186,10 +188,10 @@ def load_settings(
     **overrides: Any,
 ) -> Settings:
     """Resolve settings: explicit arguments, else dlt config/secrets, else defaults; validate the key."""
-    raw_key = api_key if api_key is not None else _lookup("api_key", secret=True)
+    raw_key = api_key if api_key is not None else lookup_setting("api_key", secret=True)
     key = validate_api_key(raw_key)
-    base = _check_url("base_url", base_url or _lookup("base_url") or DEFAULT_BASE_URL)
-    app = _check_url("app_url", app_url or _lookup("app_url") or DEFAULT_APP_URL)
+    base = _check_url("base_url", base_url or lookup_setting("base_url") or DEFAULT_BASE_URL)
+    app = _check_url("app_url", app_url or lookup_setting("app_url") or DEFAULT_APP_URL)
     unknown = set(overrides) - set(_OPTIONAL)
     if unknown:
         raise ConfigurationError(f"Unknown settings: {', '.join(sorted(unknown))}.")
@@ -197,7 +199,7 @@ def load_settings(
     for name, cast in _OPTIONAL.items():
         value = overrides.get(name)
         if value is None:
-            value = _lookup(name)
+            value = lookup_setting(name)
         if value is None:
             continue
         try:
