@@ -34,16 +34,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import dlt
-import duckdb
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from dlt.destinations.exceptions import DestinationUndefinedEntity
 
+from pipelines.extract.loaded import loaded_rows, query_loaded
 from pipelines.extract.map_schedule import due_by_age_sql
 from pipelines.extract.routing import routed_rows
-from pipelines.warehouse.extensions import OFFLINE_CONFIG
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +62,6 @@ REPEATED_KINDS = frozenset({"terminal", "port", "vessel"})
 # its staged rows by key (a window over every event: +837 MiB at 100k shipments). A version that changed
 # between two pages is loaded by the next sync: its logged digest is the first one's.
 ONCE_A_SYNC_KINDS = frozenset({"shipment", "transport_events"})
-# Reading the log in batches keeps the transient Arrow memory small on a large account.
-READ_BATCH_ROWS = 100_000
 
 
 def digest(value: Any) -> int:
@@ -178,45 +174,18 @@ class FetchLog:
 
 
 def load_fetch_log(pipeline: dlt.Pipeline, map_refresh_seconds: float, now: datetime | None = None) -> FetchLog:
-    """Read the log from `pipeline`'s destination with two queries: every item's digest, in batches,
-    and the containers whose map is due by age. Empty when the destination has no log yet.
-
-    Through dlt's dataset, so any destination dlt reads (the DuckLake, a DuckDB file, Postgres, ...)
-    keeps its own log; the SQL is DuckDB's, transpiled by dlt. A Delta lake is read with the `deltalake`
-    library dlt uses, and queried by an in-memory DuckDB: dlt's dataset would need DuckDB's `delta`
-    extension, which is downloaded at first use (no download happens here)."""
+    """Read the log from `pipeline`'s destination with two queries (`pipelines.extract.loaded`): every
+    item's digest, in batches, and the containers whose map is due by age. Empty when the destination has
+    no log yet."""
     started = time.perf_counter()
-    tables = _loaded_tables(pipeline)
-    if TABLE not in tables:
-        return FetchLog()
     due_sql = due_by_age_sql(TABLE, now or datetime.now(UTC), map_refresh_seconds)
-    digests_sql = f"select kind, item_id, digest from {TABLE}"
-    try:
-        if tables[TABLE].get("table_format") == "delta":
-            from dlt.common.libs.deltalake import get_delta_tables
-
-            con = duckdb.connect(config=dict(OFFLINE_CONFIG))
-            con.register(TABLE, get_delta_tables(pipeline, TABLE)[TABLE].to_pyarrow_dataset())
-            keys, digests = index_batches(con.execute(digests_sql).fetch_record_batch(READ_BATCH_ROWS))
-            due = [row[0] for row in con.execute(due_sql).fetchall()]
-            con.close()
-        else:
-            dataset = pipeline.dataset()
-            keys, digests = index_batches(dataset.query(digests_sql, query_dialect="duckdb").iter_arrow(READ_BATCH_ROWS))
-            due = [row[0] for row in dataset.query(due_sql, query_dialect="duckdb").fetchall()]
-    except DestinationUndefinedEntity:
-        return FetchLog()  # the schema knows the table, the destination lost it: start afresh
+    keys, digests = index_batches(query_loaded(pipeline, f"select kind, item_id, digest from {TABLE}", TABLE))
+    due = [row["item_id"] for row in loaded_rows(pipeline, due_sql, TABLE)]
     log = FetchLog(keys, digests, map_fetched_due=due)
-    logger.info("Read the fetch log: %d items (%d maps due by age) in %.2f s", len(log), len(due),
-                time.perf_counter() - started)
+    if len(log):
+        logger.info("Read the fetch log: %d items (%d maps due by age) in %.2f s", len(log), len(due),
+                    time.perf_counter() - started)
     return log
-
-
-def _loaded_tables(pipeline: dlt.Pipeline) -> dict[str, Any]:
-    """Tables of the pipeline's schema that have columns (a table dlt never loaded has none), by name."""
-    if not pipeline.default_schema_name:
-        return {}
-    return {name: table for name, table in pipeline.default_schema.tables.items() if table.get("columns")}
 
 
 def index_batches(batches: Iterable[Any]) -> tuple[np.ndarray, np.ndarray]:

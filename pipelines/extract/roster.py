@@ -24,10 +24,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import dlt
-import duckdb
-from dlt.destinations.exceptions import DestinationUndefinedEntity
 
-from pipelines.warehouse.extensions import OFFLINE_CONFIG
+from pipelines.extract.loaded import loaded_rows
 
 logger = logging.getLogger(__name__)
 
@@ -44,27 +42,9 @@ ALWAYS_BELIEVED = 10
 
 def loaded_values(table: str, column: str, pipeline: dlt.Pipeline | None = None) -> set[str]:
     """The distinct non-null values of `column` in `table` at the pipeline's destination; empty when the
-    table was never loaded. Through dlt's dataset, so any destination dlt reads answers (a Delta lake
-    through the `deltalake` library, as `fetch_log.load_fetch_log` reads it)."""
-    pipeline = pipeline or dlt.current.pipeline()
-    if not pipeline.default_schema_name:
-        return set()
-    schema_table = pipeline.default_schema.tables.get(table)
-    if not schema_table or not schema_table.get("columns"):
-        return set()
-    sql = f"select distinct {column} from {table} where {column} is not null"
-    try:
-        if schema_table.get("table_format") == "delta":
-            from dlt.common.libs.deltalake import get_delta_tables
-
-            con = duckdb.connect(config=dict(OFFLINE_CONFIG))
-            con.register(table, get_delta_tables(pipeline, table)[table].to_pyarrow_dataset())
-            values = {row[0] for row in con.execute(sql).fetchall()}
-            con.close()
-            return values
-        return {row[0] for row in pipeline.dataset().query(sql, query_dialect="duckdb").fetchall()}
-    except DestinationUndefinedEntity:
-        return set()
+    table was never loaded (`pipelines.extract.loaded`)."""
+    sql = f"select distinct {column} as value from {table} where {column} is not null"
+    return {row["value"] for row in loaded_rows(pipeline or dlt.current.pipeline(), sql, table)}
 
 
 def believable(gone: set[str], held: set[str], what: str) -> bool:
