@@ -1,5 +1,6 @@
 """The command line, `python -m pipelines` (or `ocean-tracking`): `sync` extracts an account into a
-destination and builds the analytics models; the write-back commands change the account.
+destination and builds the analytics models; `refresh` loads only what webhook notifications name, or the
+route maps a budget allows; the write-back commands change the account; `webhooks` receives notifications.
 
 Errors the user can act on are one line on stderr, exit code 2, no traceback (`--debug` shows it).
 """
@@ -28,8 +29,10 @@ from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.errors import PipelineError
 from pipelines.extract.item_issues import raise_if_excessive
+from pipelines.extract.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
 from pipelines.geo.geoparquet import export_map_features_geoparquet
 from pipelines.lake_cli import register as register_lake
+from pipelines.refresh import refresh_from_notifications, refresh_maps
 from pipelines.settings import (
     API_KEY_ENV,
     DATASET_NAME,
@@ -42,6 +45,8 @@ from pipelines.settings import (
 )
 from pipelines.sync import SyncResult, sync_account
 from pipelines.warehouse.destinations import Target, resolve_target
+from pipelines.webhooks.cli import register as register_webhooks
+from pipelines.webhooks.journal import NotificationJournal
 from pipelines.writeback.cli import register as register_writeback
 
 console = Console()
@@ -49,38 +54,72 @@ errors = Console(stderr=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `sync` command and its overrides, plus the write-back commands."""
+    """The `sync` command and its overrides, plus the write-back, lake and webhooks commands."""
     parser = argparse.ArgumentParser(prog="python -m pipelines", description=__doc__)
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     commands = parser.add_subparsers(dest="command", required=True)
 
     sync = commands.add_parser("sync", help="extract the account into the destination, then build the models")
-    sync.add_argument("--base-url", help=f"API base URL ending in /v2 (default: config, else {DEFAULT_BASE_URL})")
-    sync.add_argument(
-        "--api-key", help=f"API key (prefer {API_KEY_ENV}: a key on the command line shows in `ps`)"
-    )
-    sync.add_argument("--rate-window", type=float, default=None, help="the service's rate window, seconds")
-    sync.add_argument("--duckdb", type=Path, default=duckdb_path(), help="the file for --destination duckdb")
-    sync.add_argument(
-        "--destination",
-        default=default_destination(),
-        help=f"ducklake (the default, or {DESTINATION_ENV}): analysts query while syncs write; duckdb (one "
-        "file, one process at a time); filesystem (Parquet/Delta lake); or any dlt destination name",
-    )
-    sync.add_argument("--lake-url", default=str(lake_url()), help="bucket URL for --destination filesystem")
-    sync.add_argument(
-        "--dataset",
-        default=DATASET_NAME,
-        help=f"dataset (schema) of the raw tables (default {DATASET_NAME}); give each account its own",
-    )
+    add_account_arguments(sync)
     sync.add_argument("--no-maps", action="store_true", help="skip route maps")
     sync.add_argument("--no-models", action="store_true", help="load the raw tables only")
     sync.add_argument("--geoparquet", type=Path, default=geoparquet_path(), help="where to write the map features")
     sync.add_argument("--no-progress", action="store_true", help="no live status line")
     sync.set_defaults(handler=run_sync)
+    refresh = commands.add_parser(
+        "refresh", help="load only what the journaled webhook notifications name (a targeted refresh)")
+    add_account_arguments(refresh)
+    refresh.add_argument("--maps", type=int, metavar="BUDGET", default=None,
+                         help="instead: fetch the route maps the map-freshness scheduler ranks first, at most "
+                         "BUDGET requests")
+    refresh.add_argument("--bound-minutes", type=float, default=DEFAULT_FRESHNESS_BOUND_SECONDS / 60,
+                         help="with --maps: the freshness bound the scheduler reports against")
+    refresh.set_defaults(handler=run_refresh)
     register_writeback(commands)
     register_lake(commands)
+    register_webhooks(commands)
     return parser
+
+
+def add_account_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that say which account to read and where to load it (`sync` and `refresh`)."""
+    parser.add_argument("--base-url", help=f"API base URL ending in /v2 (default: config, else {DEFAULT_BASE_URL})")
+    parser.add_argument(
+        "--api-key", help=f"API key (prefer {API_KEY_ENV}: a key on the command line shows in `ps`)"
+    )
+    parser.add_argument("--rate-window", type=float, default=None, help="the service's rate window, seconds")
+    parser.add_argument("--duckdb", type=Path, default=duckdb_path(), help="the file for --destination duckdb")
+    parser.add_argument(
+        "--destination",
+        default=default_destination(),
+        help=f"ducklake (the default, or {DESTINATION_ENV}): analysts query while syncs write; duckdb (one "
+        "file, one process at a time); filesystem (Parquet/Delta lake); or any dlt destination name",
+    )
+    parser.add_argument("--lake-url", default=str(lake_url()), help="bucket URL for --destination filesystem")
+    parser.add_argument(
+        "--dataset",
+        default=DATASET_NAME,
+        help=f"dataset (schema) of the raw tables (default {DATASET_NAME}); give each account its own",
+    )
+
+
+def run_refresh(args: argparse.Namespace) -> int:
+    """Apply the webhook journal's pending notifications, or with `--maps` spend a budget on route maps."""
+    settings = load_settings(api_key=args.api_key, base_url=args.base_url, rate_window_seconds=args.rate_window)
+    target = resolve_target(args.destination, duckdb_file=args.duckdb, lake=args.lake_url, dataset_name=args.dataset)
+    with OceanTrackingClient(settings) as client:
+        if args.maps is not None:
+            maps = refresh_maps(client, target, args.maps, bound_seconds=args.bound_minutes * 60)
+            console.print(f"Route maps: {maps.plan.explain()} ({describe_stats(maps.api_stats)})", markup=False,
+                          soft_wrap=True)
+            return 0
+        with NotificationJournal() as journal:
+            result = refresh_from_notifications(client, target, journal)
+    console.print(result.summary(), markup=False, soft_wrap=True)
+    for notice_id, why in sorted(result.failed.items()):
+        errors.print(f"[yellow]warning:[/yellow] notification {escape(notice_id)} could not be applied: "
+                     f"{escape(why)}", soft_wrap=True)
+    return 1 if result.failed else 0
 
 
 def run_sync(args: argparse.Namespace) -> int:

@@ -163,3 +163,14 @@ def _column_or_null(con: duckdb.DuckDBPyConnection, dataset: str):
         return f'{alias}."{name}"' if name in columns else "null"
 
     return col
+
+
+def map_budget(minutes: float, spent_last_hour: float, requests_per_minute: int = REQUESTS_PER_MINUTE,
+               utilisation: float = DEFAULT_UTILISATION) -> int:
+    """Requests a map refresh covering the next `minutes` may spend: the hour's budget (the rate limit x
+    utilisation) less what everything else spent over the last hour (pages, targeted refreshes, write-back),
+    pro rata. What the pages and refreshes leave goes to the maps; never below zero."""
+    if minutes <= 0:
+        return 0
+    hourly = requests_per_minute * 60 * utilisation
+    return max(0, math.floor((hourly - spent_last_hour) * min(minutes, 60) / 60))

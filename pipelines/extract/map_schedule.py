@@ -5,10 +5,17 @@ when it can have changed: never fetched, the container changed phase since the l
 arrived), or it is at sea and the last fetch is older than the refresh interval (the service refreshes
 vessel positions about every 15 minutes and advises at most hourly polling for containers at sea).
 A container that has arrived keeps its last map: its route no longer moves.
+
+When the budget cannot fetch every map a full sync would find due, the map-freshness scheduler
+(`candidates_sql`, `plan_maps`) spends what the pages and the targeted refreshes leave on the maps that
+matter most (never fetched, phase or events changed, arriving soon, then at sea and oldest) and reports the
+freshness it achieved against a bound. It reads the same `fetch_log` rows the sync writes: one plan.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -53,3 +60,134 @@ def due_by_age_sql(table: str, now: datetime, refresh_seconds: float) -> str:
         f"(phase = '{Phase.AT_SEA}' and fetched_at <= cast('{at_sea}' as timestamptz)) or "
         f"(phase = '{Phase.PRE_DEPARTURE}' and fetched_at <= cast('{pre_departure}' as timestamptz)))"
     )
+
+
+# ---- the map-freshness scheduler ------------------------------------------------------------------------
+# Why a map is worth a request now, most urgent first.
+REASONS = ("never_fetched", "phase_changed", "events_changed", "arriving_soon", "at_sea_oldest", "pre_departure_daily")
+ARRIVING_SOON_SECONDS = 48 * 3600
+# The service refreshes vessel positions about every 15 minutes: a map fetched since shows nothing new.
+MIN_MAP_AGE_SECONDS = 15 * 60
+DEFAULT_FRESHNESS_BOUND_SECONDS = 6 * 3600
+
+
+@dataclass(frozen=True)
+class MapPlan:
+    """The maps one refresh fetches, in order, and the freshness it achieves.
+
+    `chosen`: `(container id, phase)` pairs; `reasons`: how many were chosen for each reason; `candidates`:
+    how many maps were worth a request (the budget that would fetch them all); the ages, in seconds, are
+    those of the at-sea containers' maps once the chosen ones are fetched (a map never fetched counts as
+    infinitely old), `within_bound` the share of them no older than the bound."""
+
+    chosen: list[tuple[str, str]]
+    reasons: dict[str, int]
+    candidates: int
+    budget: int
+    bound_seconds: float
+    at_sea: int
+    age_p50_seconds: float | None
+    age_p95_seconds: float | None
+    age_max_seconds: float | None
+    within_bound: float
+
+    @property
+    def bound_met(self) -> bool:
+        """Every at-sea map is within the freshness bound once this plan is fetched."""
+        return self.within_bound >= 1.0
+
+    def explain(self) -> str:
+        """One line for logs and run metadata."""
+        age = "n/a" if self.age_p95_seconds is None else f"{self.age_p95_seconds / 60:.0f} min"
+        worst = "n/a" if self.age_max_seconds is None else f"{self.age_max_seconds / 60:.0f} min"
+        verdict = "met" if self.bound_met else "NOT met (budget too small for the bound)"
+        return (f"{len(self.chosen)} of {self.candidates} maps worth a request within a budget of {self.budget} "
+                f"({', '.join(f'{k} {v}' for k, v in self.reasons.items() if v) or 'none'}); at-sea maps after "
+                f"it: {self.at_sea}, p95 age {age}, oldest {worst}, {self.within_bound:.0%} within "
+                f"{self.bound_seconds / 60:.0f} min: bound {verdict}.")
+
+
+def candidates_sql(now: datetime, bound_seconds: float, dataset_prefix: str = "") -> str:
+    """DuckDB SQL ranking every container whose route map is worth a request, most urgent first (see
+    `REASONS`), over the loaded `containers`, `shipments`, `transport_events` and `fetch_log` tables: never
+    fetched; fetched in another phase (departed, arrived); a transport event became known since the fetch;
+    at sea and arriving within 48 h, fetched over a quarter of the bound ago; at sea, oldest first, fetched
+    over 15 minutes ago; before departure, fetched over a day ago. Arrived containers keep their last map.
+    Also returns every at-sea container with its map's `fetched_at`, to report freshness (`worth` false).
+    Literal timestamps, so dlt can transpile it to any destination's dialect."""
+    now = now.astimezone(UTC)
+    t = dataset_prefix
+
+    def ago(seconds: float) -> str:
+        return f"cast('{(now - timedelta(seconds=seconds)).isoformat()}' as timestamptz)"
+
+    soon = f"cast('{(now + timedelta(seconds=ARRIVING_SOON_SECONDS)).isoformat()}' as timestamptz)"
+    return f"""
+with maps as (
+    select item_id as container_id, phase as map_phase, fetched_at from {t}fetch_log where kind = 'map'
+), latest_event as (
+    select container_id, max(created_at) as event_at from {t}transport_events group by container_id
+), containers_now as (
+    select c.id as container_id,
+           case when c.pod_arrived_at is not null or s.pod_ata_at is not null then '{Phase.ARRIVED}'
+                when s.pol_atd_at is not null or c.pol_vessel_departed_at is not null then '{Phase.AT_SEA}'
+                else '{Phase.PRE_DEPARTURE}' end as phase,
+           s.pod_eta_at, m.map_phase, m.fetched_at, e.event_at
+    from {t}containers c
+    left join {t}shipments s on s.id = c.shipment_id
+    left join maps m on m.container_id = c.id
+    left join latest_event e on e.container_id = c.id
+), ranked as (
+    select container_id, phase, fetched_at,
+           case when fetched_at is null then 0
+                when map_phase <> phase then 1
+                when phase = '{Phase.ARRIVED}' then null
+                when event_at > fetched_at then 2
+                when phase = '{Phase.AT_SEA}' and pod_eta_at <= {soon}
+                     and fetched_at <= {ago(bound_seconds / 4)} then 3
+                when phase = '{Phase.AT_SEA}' and fetched_at <= {ago(MIN_MAP_AGE_SECONDS)} then 4
+                when phase = '{Phase.PRE_DEPARTURE}' and fetched_at <= {ago(PRE_DEPARTURE_REFRESH_SECONDS)} then 5
+           end as reason
+    from containers_now
+)
+select container_id, phase, fetched_at, reason from ranked
+where reason is not null or phase = '{Phase.AT_SEA}'
+order by reason nulls last, fetched_at nulls first, container_id
+"""
+
+
+def plan_maps(rows: list[dict[str, Any]], budget: int, now: datetime,
+              bound_seconds: float = DEFAULT_FRESHNESS_BOUND_SECONDS) -> MapPlan:
+    """Choose the first `budget` maps of `candidates_sql`'s ranked rows and report the freshness of the at-sea
+    maps once they are fetched."""
+    worth = [row for row in rows if row["reason"] is not None]
+    chosen = worth[: max(0, budget)]
+    chosen_ids = {row["container_id"] for row in chosen}
+    reasons = dict.fromkeys(REASONS, 0)
+    for row in chosen:
+        reasons[REASONS[int(row["reason"])]] += 1
+    now = now.astimezone(UTC)
+    ages = sorted(
+        0.0 if row["container_id"] in chosen_ids
+        else math.inf if row["fetched_at"] is None
+        else max(0.0, (now - _aware(row["fetched_at"])).total_seconds())
+        for row in rows if row["phase"] == Phase.AT_SEA
+    )
+    return MapPlan(
+        chosen=[(row["container_id"], str(row["phase"])) for row in chosen],
+        reasons=reasons, candidates=len(worth), budget=budget, bound_seconds=bound_seconds, at_sea=len(ages),
+        age_p50_seconds=_quantile(ages, 0.5), age_p95_seconds=_quantile(ages, 0.95),
+        age_max_seconds=ages[-1] if ages else None,
+        within_bound=(sum(age <= bound_seconds for age in ages) / len(ages)) if ages else 1.0,
+    )
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _quantile(sorted_values: list[float], q: float) -> float | None:
+    """The nearest-rank quantile of sorted values (None when empty)."""
+    if not sorted_values:
+        return None
+    return sorted_values[min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))]

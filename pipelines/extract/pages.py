@@ -23,6 +23,9 @@ class Page:
     changed_shipments: frozenset[str]
     # Set on the closing page only, which has no rows: every shipment id the complete listing showed.
     listed_shipment_ids: frozenset[str] | None = None
+    # Set on the one page of a map refresh, which has no rows: the `(container id, phase)` pairs whose
+    # route maps the map-freshness scheduler chose (`pipelines.extract.map_schedule.plan_maps`).
+    scheduled_maps: tuple[tuple[str, str], ...] | None = None
 
     @classmethod
     def closing(cls, listed_shipment_ids: set[str]) -> Page:

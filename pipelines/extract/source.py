@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -99,35 +99,61 @@ def ocean_tracking(
     include_maps: bool = True,
     map_refresh_seconds: float = 3600.0,
     tracking_requests_lag_seconds: float = TRACKING_REQUEST_LAG_SECONDS,
+    shipment_documents: Iterable[dict[str, Any]] | None = None,
+    loaded_event_ids: Collection[str] = (),
+    scheduled_maps: Sequence[tuple[str, str]] | None = None,
+    tracking_request_rows: Sequence[dict[str, Any]] | None = None,
 ) -> Iterable[DltResource]:
     """Build the source's resources around one API client.
 
     `client` defaults to one configured the dlt way (`SOURCES__OCEAN_TRACKING__API_KEY`, `..._BASE_URL`).
     A fresh source per run is required under Dagster (dlt issue #4253), so build it inside the asset.
+
+    A targeted refresh (`pipelines.refresh`) hands in what to load instead of the `/shipments` listing:
+    `shipment_documents`, JSON:API documents of some shipments with their containers and events (built from
+    webhook payloads, or one GET a shipment), with `loaded_event_ids`, the events the warehouse already holds
+    for their containers (those are not fetched again); or `scheduled_maps`, the `(container id, phase)`
+    pairs whose route maps the map-freshness scheduler chose; and `tracking_request_rows`, flattened
+    tracking requests to merge (`notified_tracking_requests`, beside the incremental resource, whose
+    cursor they must not move). Every row then goes through the same transformers, so it is loaded exactly
+    as the full sync would load it.
     """
     client = client or OceanTrackingClient()
     issues = ItemIssues(client)
     log = SyncFetchLog(map_refresh_seconds)
     fetched_once = _FetchedOnce(client, issues, log)
+    already_loaded = frozenset(loaded_event_ids)
 
     @dlt.resource(selected=False)
     def shipment_pages() -> Iterator[Page]:
+        if scheduled_maps is not None:
+            yield Page({}, {}, frozenset(), scheduled_maps=tuple(scheduled_maps))
+            return
+        if shipment_documents is not None:  # a targeted refresh: no listing, so nothing is known to have left
+            yield from (_page(document) for document in shipment_documents)
+            return
         params = {"page[size]": PAGE_SIZE, "include": ",".join(SHIPMENT_INCLUDES)}
         listed: set[str] = set()
         for document in client.paginate("/shipments", params=params):
-            rows = rows_by_type(document)
-            listed.update(row["id"] for row in rows.get("shipment", []))
-            owners = owners_of(rows)  # before events fetched apart join the page: those are always loaded
-            changed = changed_bundles(rows, owners, log.get())
-            # in the page, so the vessels and ports these events name are fetched too
-            rows.setdefault("transport_event", []).extend(_events_not_included(rows))
-            yield Page(rows, owners, changed)
+            page = _page(document)
+            listed.update(row["id"] for row in page.rows.get("shipment", []))
+            yield page
         yield Page.closing(listed)  # the listing completed: what it lacks left the account
+
+    def _page(document: dict[str, Any]) -> Page:
+        rows = rows_by_type(document)
+        owners = owners_of(rows)  # before events fetched apart join the page: those are always loaded
+        changed = changed_bundles(rows, owners, log.get())
+        # in the page, so the vessels and ports these events name are fetched too
+        rows.setdefault("transport_event", []).extend(_events_not_included(rows))
+        return Page(rows, owners, changed)
 
     def _events_not_included(page: dict[str, list[dict]]) -> list[dict]:
         """Events of containers whose events the page lacks (the live service may ignore the nested
-        include), fetched only when the container's event ids changed since they were last recorded."""
-        known = {row["id"] for row in page.get("transport_event", [])}
+        include), fetched only when the container's event ids changed since they were last recorded and
+        some are neither on the page nor already loaded."""
+        on_page = {row["id"] for row in page.get("transport_event", [])}
+        known = on_page | already_loaded
         containers = page.get("container", [])
         issues.cover_count("transport_events", len(containers))
         event_sets = [(c["id"], sorted(c.get("transport_events_ids") or [])) for c in containers]
@@ -144,7 +170,7 @@ def ocean_tracking(
                     continue  # not recorded: the next sync asks again
                 for document in documents:  # all its events: those the page included are there already
                     rows.extend(row for row in rows_by_type(document).get("transport_event", [])
-                                if row["id"] not in known)  # fmt: skip
+                                if row["id"] not in on_page)  # fmt: skip
             log.get().record("transport_events", container_id, value)
         return rows
 
@@ -261,15 +287,18 @@ def ocean_tracking(
         if not include_maps or fetched_once.maps_disabled:
             yield from issues.pending()
             return
-        shipments_by_id = {row["id"]: row for row in page.rows.get("shipment", [])}
-        containers = page.rows.get("container", [])
-        phases = [
-            (container["id"], str(container_phase(container, shipments_by_id.get(container.get("shipment_id")))))
-            for container in containers
-        ]
-        due = set(log.get().map_due(phases))
+        if page.scheduled_maps is not None:  # chosen by the map-freshness scheduler: all are due
+            phases = list(page.scheduled_maps)
+            due = {container_id for container_id, _ in phases}
+        else:
+            shipments_by_id = {row["id"]: row for row in page.rows.get("shipment", [])}
+            phases = [
+                (container["id"], str(container_phase(container, shipments_by_id.get(container.get("shipment_id")))))
+                for container in page.rows.get("container", [])
+            ]
+            due = set(log.get().map_due(phases))
         collected: list[tuple[str, dict[str, Any]]] = []
-        issues.cover_count("map_features", len(containers))
+        issues.cover_count("map_features", len(phases))
         for container_id, phase in phases:
             if container_id not in due:
                 continue
@@ -327,7 +356,13 @@ def ocean_tracking(
             yield list(log.get().changed_rows("shipping_line", rows_by_type(document).get("shipping_line", [])))
             yield from log.pending()
 
+    @dlt.resource(table_name="tracking_requests", primary_key="id", write_disposition="merge",
+                  **declared("tracking_requests"))
+    def notified_tracking_requests() -> Iterator[list[dict]]:
+        yield list(tracking_request_rows or ())
+
     return (
+        *([notified_tracking_requests] if tracking_request_rows is not None else []),
         shipment_pages,
         shipments,
         shipment_eta_history,
