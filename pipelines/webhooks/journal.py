@@ -24,8 +24,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipelines.errors import ConfigurationError, InputError
-from pipelines.settings import lock_timeout_seconds, webhook_journal_path
+from pipelines.errors import InputError
+from pipelines.settings import webhook_journal_path
+from pipelines.warehouse.journals import open_journal
 
 NOTIFICATION_TYPE = "webhook_notification"
 PENDING, APPLIED, FAILED = "pending", "applied", "failed"
@@ -135,23 +136,9 @@ class NotificationJournal:
 
     def __init__(self, path: str | Path | None = None, *, timeout: float | None = None) -> None:
         self.path = Path(path) if path is not None else webhook_journal_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        # autocommit: each statement is its own transaction unless `_transaction` opens one
-        self._con = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False,
-                                    timeout=lock_timeout_seconds() if timeout is None else timeout)
-        try:
-            self._con.execute("pragma journal_mode = wal")
-            self._con.execute("pragma synchronous = full")
-            with self._transaction():
-                for statement in _DDL:
-                    self._con.execute(statement)
-        except sqlite3.DatabaseError as error:
-            self._con.close()
-            raise ConfigurationError(
-                f"{self.path} is not a readable webhook journal ({error}). Restore it from a backup, or move it "
-                "away to start a new journal (notifications it held would have to be re-fetched from the API)."
-            ) from None
+        self._con = open_journal(self.path, _DDL, what="webhook journal", timeout=timeout,
+                                 if_lost="notifications it held would have to be re-fetched from the API")
 
     def __enter__(self) -> NotificationJournal:
         return self

@@ -24,8 +24,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from pipelines.errors import ApiError, ConfigurationError, InputError
-from pipelines.settings import WRITEBACK_SCHEMA, lock_timeout_seconds, writeback_journal_path
+from pipelines.errors import ApiError, InputError
+from pipelines.settings import WRITEBACK_SCHEMA, writeback_journal_path
+from pipelines.warehouse.journals import open_journal
 from pipelines.warehouse.store import WarehouseStore
 
 SCHEMA = WRITEBACK_SCHEMA
@@ -80,22 +81,8 @@ class WritebackStore:
 
     def __init__(self, path: str | Path | None = None, *, timeout: float | None = None) -> None:
         self.path = Path(path) if path is not None else writeback_journal_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # autocommit; a held write lock is waited for (busy timeout), never failed on at once
-        self.con = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False,
-                                   timeout=lock_timeout_seconds() if timeout is None else timeout)
-        try:
-            self.con.execute(f"attach database ? as {SCHEMA}", [str(self.path)])
-            self.con.execute(f"pragma {SCHEMA}.journal_mode = wal")
-            self.con.execute(f"pragma {SCHEMA}.synchronous = full")
-            for statement in _DDL:
-                self.con.execute(statement)
-        except sqlite3.DatabaseError as error:
-            self.con.close()
-            raise ConfigurationError(
-                f"{self.path} is not a readable write-back journal ({error}). Restore it from a backup, or move "
-                "it away to start a new journal (rows it recorded could then be sent again)."
-            ) from None
+        self.con = open_journal(self.path, _DDL, what="write-back journal", schema=SCHEMA, timeout=timeout,
+                                if_lost="rows it recorded could then be sent again")
 
     def close(self) -> None:
         """Close the journal file."""
