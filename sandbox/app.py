@@ -22,6 +22,7 @@ from .ratelimit import SlidingWindowLimiter
 from .routes import all_routes
 from .routes.context import SandboxState
 from .uploads import BlobStore
+from .webhooks import WebhookHub
 
 log = logging.getLogger("sandbox")
 
@@ -81,6 +82,7 @@ def create_app(settings: Settings, world: Any = None, clock: Any = None) -> Star
                              routes=settings.fail_routes),
         blobs=BlobStore(settings.signing_secret), speed=settings.speed,
     )
+    state.webhooks = WebhookHub(world, clock, settings.webhook_tick_seconds)
     app = Starlette(routes=all_routes(), exception_handlers={HTTPException: _http_exception,
                                                              Exception: _server_error})
     app.state.sandbox = state

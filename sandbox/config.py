@@ -82,6 +82,7 @@ class Settings:
     speed: float = 1.0
     start: datetime | None = None
     access_log: bool = False
+    webhook_tick_seconds: float = 0.5   # real seconds between webhook ticks (0: only POST /_sandbox/webhooks/tick)
     signing_secret: str = field(default_factory=lambda: secrets.token_hex(32))
 
     def ensure_key(self) -> None:
@@ -143,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "STATUS (repeatable; SANDBOX_FAIL_ROUTES takes a comma-separated list)")
     p.add_argument("--speed", type=float, default=float(_env("SPEED", "1.0")))
     p.add_argument("--start", type=parse_iso, default=parse_iso(_env("START")) if _env("START") else None)
+    p.add_argument("--webhook-tick", type=float, default=float(_env("WEBHOOK_TICK", "0.5")),
+                   help="real seconds between webhook ticks (0: only on POST /_sandbox/webhooks/tick)")
     p.add_argument("--access-log", action="store_true", default=_env("ACCESS_LOG") == "1")
     return p
 
@@ -162,7 +165,7 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         revoked_keys=a.revoked_key or _env_list("REVOKED_KEYS"),
         rate_window=a.rate_window, faults=a.faults, fault_rate=a.fault_rate, fault_seed=a.fault_seed,
         fault_delay=a.fault_delay, fail_routes=fail_routes, speed=a.speed, start=a.start,
-        access_log=a.access_log,
+        access_log=a.access_log, webhook_tick_seconds=a.webhook_tick,
     )
     s.ensure_key()
     return s

@@ -5,8 +5,9 @@ a path may go and how many paths one request may ask for, so that a cyclic path 
 RELATIONSHIPS is the vendor spec's `components.schemas.<type>.properties.relationships` (the target types
 from each relationship's `data.type` enum), plus the relationships the sandbox's resources carry that the
 spec leaves out (port `terminals`, tracking_request `user`, transport_event `previous_version` and
-`source_event`). Types not listed here are not checked: the live service's include validation is not
-verified, so only a name unknown on a known type is refused."""
+`source_event`), and the webhook types (`webhook_notification`, whose `reference_object` may also be a
+`container_updated_event`, as the vendor's webhook examples show). Types not listed here are not checked:
+the live service's include validation is not verified, so only a name unknown on a known type is refused."""
 
 from __future__ import annotations
 
@@ -44,6 +45,12 @@ RELATIONSHIPS: dict[str, dict[str, tuple[str, ...]]] = {
         "cargos": ("container",),
     },
     "email_submission": {"account": ("account",), "user": ("user",), "documents": ("document",)},
+    "webhook": {},
+    "webhook_notification": {
+        "webhook": ("webhook",), "webhook_notification_logs": ("webhook_notification_log",),
+        "reference_object": ("tracking_request", "transport_event", "estimated_event", "container_updated_event"),
+    },
+    "container_updated_event": {"container": ("container",), "terminal": ("terminal",), "shipment": ("shipment",)},
 }
 
 

@@ -74,6 +74,9 @@ class SandboxServer:
 
     def stop(self) -> None:
         """Ask uvicorn to exit and wait for the thread."""
+        hub = getattr(self.app.state.sandbox, "webhooks", None)
+        if hub is not None:
+            hub.stop()
         if self._server:
             self._server.should_exit = True
         if self._thread:

@@ -98,6 +98,7 @@ class SandboxState:
     speed: float = 1.0
     stats: Stats = field(default_factory=Stats)
     custom_fields: dict[str, Any] = field(default_factory=dict)  # account name -> CustomFieldStore (writes in memory)
+    webhooks: Any = None  # sandbox.webhooks.WebhookHub: per-account webhooks, notifications, deliveries
 
 
 @dataclass

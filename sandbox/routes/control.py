@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
+import threading
+import time
 from datetime import UTC, datetime
 
 from starlette.requests import Request
@@ -124,8 +127,10 @@ async def faults(request: Request) -> JSONResponse:
 
 
 async def stats(request: Request) -> JSONResponse:
-    """GET /_sandbox/stats: requests per key fingerprint and bucket, 429s, faults, routes."""
-    return JSONResponse(_state(request).stats.snapshot())
+    """GET /_sandbox/stats: requests per key fingerprint and bucket, 429s, faults, routes, and the webhook
+    delivery counters (sent/succeeded/failed/retried)."""
+    state = _state(request)
+    return JSONResponse({**state.stats.snapshot(), "webhook_deliveries": state.webhooks.snapshot()})
 
 
 async def stats_reset(request: Request) -> JSONResponse:
@@ -134,6 +139,26 @@ async def stats_reset(request: Request) -> JSONResponse:
     state.stats.reset()
     state.limiter.reset()
     return JSONResponse(state.stats.snapshot())
+
+
+def _wait_all(events: list[threading.Event], timeout: float) -> int:
+    """How many of `events` were set within `timeout` seconds overall."""
+    deadline = time.monotonic() + timeout
+    done = 0
+    for ev in events:
+        if ev.wait(max(0.0, deadline - time.monotonic())):
+            done += 1
+    return done
+
+
+async def webhooks_tick(request: Request) -> JSONResponse:
+    """POST /_sandbox/webhooks/tick: run one webhook tick now (notifications for the changes since the
+    last tick, due retries) and answer once every delivery it queued was attempted once (60 s at most)."""
+    state = _state(request)
+    waits = state.webhooks.tick()
+    attempted = await asyncio.get_running_loop().run_in_executor(None, _wait_all, waits, 60.0)
+    return JSONResponse({**_clock_doc(state), "queued": len(waits), "attempted": attempted,
+                         "deliveries": state.webhooks.snapshot()})
 
 
 async def health(request: Request) -> JSONResponse:
@@ -150,4 +175,5 @@ ROUTES = [
     Route("/_sandbox/stats", stats, methods=["GET"]),
     Route("/_sandbox/stats/reset", stats_reset, methods=["POST"]),
     Route("/_sandbox/health", health, methods=["GET"]),
+    Route("/_sandbox/webhooks/tick", webhooks_tick, methods=["POST"]),
 ]

@@ -111,7 +111,7 @@ def test_a_notification_older_than_what_was_applied_is_superseded(account):
 
 
 def test_shipments_are_found_through_the_included_resources(account):
-    _, shipment, containers, events = _shipment_with_events(account, NOW)
+    _, shipment, _, events = _shipment_with_events(account, NOW)
     event_only = {"data": {"id": "x", "type": "webhook_notification"}, "included": [events[0]]}
     assert shipments_named(event_only) == {shipment["id"]}
     assert shipments_named({"data": {"id": "y"}, "included": []}) == set()
