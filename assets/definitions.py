@@ -29,6 +29,13 @@ from assets.models import model_assets
 from assets.resources import OceanTrackingApi, Warehouse
 from assets.schedules import full_sync_job, full_sync_schedule, refresh_job, refresh_schedule
 from assets.sensors import follow_up_job, pending_tracking_requests_sensor
+from assets.webhooks import (
+    apply_notifications_job,
+    route_map_freshness_sensor,
+    route_maps_job,
+    webhook_feed_is_live,
+    webhook_notifications_sensor,
+)
 from assets.writeback import writeback_jobs
 from pipelines.settings import (
     API_KEY_ENV,
@@ -69,10 +76,13 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
 
 defs = dg.Definitions(
     assets=with_automation([ocean_tracking_assets, *model_assets, *map_assets, lake_maintenance]),
-    asset_checks=ingest_checks,  # the models' checks are their dbt tests, part of model_assets
-    jobs=[full_sync_job, refresh_job, follow_up_job, lake_maintenance_job, *writeback_jobs],
+    # the models' checks are their dbt tests, part of model_assets
+    asset_checks=[*ingest_checks, webhook_feed_is_live],
+    jobs=[full_sync_job, refresh_job, follow_up_job, apply_notifications_job, route_maps_job, lake_maintenance_job,
+          *writeback_jobs],
     schedules=[full_sync_schedule, refresh_schedule, lake_maintenance_schedule],
-    sensors=[pending_tracking_requests_sensor, automation_sensor, *alert_sensors],
+    sensors=[pending_tracking_requests_sensor, webhook_notifications_sensor, route_map_freshness_sensor,
+             automation_sensor, *alert_sensors],
     resources=build_resources(),
     # Every run (scheduled, sensor, automation, UI) executes its steps in the run worker's one process:
     # the code location is imported once a run, not once a step, and steps share it one after the other,

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from graphlib import TopologicalSorter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import dagster as dg
 
@@ -29,6 +29,11 @@ from pipelines.warehouse.tables import last_loaded_at, table_row_counts
 
 if TYPE_CHECKING:
     import dlt
+
+    from pipelines.api.client import OceanTrackingClient
+    from pipelines.extract.map_schedule import MapPlan
+    from pipelines.sync import Loaded
+    from pipelines.warehouse.destinations import Target
 
 KEY_PREFIX = "ocean_tracking"
 INGEST_GROUP = "ingest"
@@ -105,10 +110,18 @@ def ingest_spec(table: str) -> dg.AssetSpec:
 
 
 class IngestConfig(dg.Config):
-    """Run config of an ingest run (defaults are what the schedules use)."""
+    """Run config of an ingest run (defaults are what the schedules use).
+
+    `mode` says what the run reads: `poll`, the listing (a full sync or a refresh, by the tables selected);
+    `notifications`, what the webhook journal's pending notifications name (`pipelines.refresh`);
+    `maps`, the route maps the map-freshness scheduler ranks first within `map_budget` requests, aiming
+    at no at-sea map older than `map_bound_minutes`."""
 
     include_maps: bool = True
     map_refresh_seconds: float = 3600.0
+    mode: Literal["poll", "notifications", "maps"] = "poll"
+    map_budget: int = 0
+    map_bound_minutes: float = 360.0
 
 
 def working_dir(instance: dg.DagsterInstance) -> Path:
@@ -172,38 +185,79 @@ def ocean_tracking_assets(
     tables = [key.path[-1] for key in INGEST_KEYS if key in context.selected_asset_keys]
     target = warehouse.target()
     pipeline = make_pipeline(target, pipelines_dir=working_dir(context.instance))
+    loaded = None
     with ocean_tracking_api.client() as client:
-        source = ocean_tracking(
-            client=client, include_maps=config.include_maps, map_refresh_seconds=config.map_refresh_seconds
-        )
-        resources = [table for table in tables if table not in SIDE_TABLES]
-        if resources and len(tables) < len(INGEST_KEYS):
-            source = source.with_resources(*resources)
         try:
-            loaded = load_account(pipeline, source, target)
+            if config.mode == "poll":
+                source = ocean_tracking(
+                    client=client, include_maps=config.include_maps, map_refresh_seconds=config.map_refresh_seconds
+                )
+                resources = [table for table in tables if table not in SIDE_TABLES]
+                if resources and len(tables) < len(INGEST_KEYS):
+                    source = source.with_resources(*resources)
+                loaded = load_account(pipeline, source, target)
+            else:
+                loaded = targeted_load(context, config, client, target)
         finally:  # what a failed run spent matters as much (429s, retries)
             stats = client.stats()
             context.instance.add_run_tags(context.run_id, api_spend_tags(stats))
     context.log.info("API requests spent, by bucket: %s", json.dumps(dict(sorted(stats["requests"].items()))))
-    if loaded.finished_pending_load:
+    if loaded is not None and loaded.finished_pending_load:
         context.log.warning("Finished the load an interrupted run had left pending before this one.")
-    if warning := loaded.issues.warning():
+    if loaded is not None and (warning := loaded.issues.warning()):
         context.log.warning(warning)
-    info = loaded.load_info
+    load_ids = list(loaded.load_info.loads_ids) if loaded is not None else []
+    schema = make_pipeline(target, pipelines_dir=working_dir(context.instance)).default_schema
     row_counts = table_row_counts(target.store, target.dataset_name)
     loaded_at = last_loaded_at(target.store, target.dataset_name)
-    schema = pipeline.default_schema
     for table in tables:
         yield dg.MaterializeResult(
             asset_key=asset_key(table),
             metadata={
                 **table_metadata(table, row_counts, loaded_at),
                 "dagster/column_schema": column_schema(schema, table),
-                "dlt_load_ids": dg.MetadataValue.json(list(info.loads_ids)),
+                "dlt_load_ids": dg.MetadataValue.json(load_ids),
             },
         )
+    if loaded is None:
+        return
     # after the materializations: what arrived is loaded and reported, and the run still fails
     try:
         raise_if_excessive(loaded.issues)
     except TooManyItemFailuresError as error:
         raise dg.Failure(description=str(error)) from None
+
+
+def targeted_load(context: dg.AssetExecutionContext, config: IngestConfig, client: "OceanTrackingClient",
+                  target: "Target") -> "Loaded | None":
+    """The `notifications` and `maps` modes of an ingest run (`pipelines.refresh`): what the webhook
+    journal names, or the maps the scheduler chose; reported in the run's log and tags."""
+    from pipelines.refresh import refresh_from_notifications, refresh_maps
+    from pipelines.webhooks.journal import NotificationJournal
+
+    if config.mode == "maps":
+        result = refresh_maps(client, target, config.map_budget, bound_seconds=config.map_bound_minutes * 60,
+                              pipelines_dir=working_dir(context.instance))
+        context.log.info(result.plan.explain())
+        context.instance.add_run_tags(context.run_id, map_plan_tags(result.plan))
+        return result.loaded
+    with NotificationJournal() as journal:
+        refreshed = refresh_from_notifications(client, target, journal, pipelines_dir=working_dir(context.instance),
+                                               run_id=context.run_id)
+    context.log.info(refreshed.summary())
+    for notice_id, why in sorted(refreshed.failed.items()):
+        context.log.warning(f"Notification {notice_id} could not be applied: {why}")
+    context.instance.add_run_tags(context.run_id, {f"{KEY_PREFIX}/notifications_applied": str(refreshed.applied),
+                                                   f"{KEY_PREFIX}/notifications_failed": str(len(refreshed.failed))})
+    return refreshed.loaded
+
+
+def map_plan_tags(plan: "MapPlan") -> dict[str, str]:
+    """The freshness a map refresh achieved, as run tags: maps fetched, at-sea maps, p95 age, bound met."""
+    p95 = "" if plan.age_p95_seconds is None or plan.age_p95_seconds == float("inf") else f"{plan.age_p95_seconds / 60:.1f}"
+    return {
+        f"{KEY_PREFIX}/maps_fetched": str(len(plan.chosen)),
+        f"{KEY_PREFIX}/maps_at_sea": str(plan.at_sea),
+        f"{KEY_PREFIX}/map_age_p95_minutes": p95 or "unbounded",
+        f"{KEY_PREFIX}/map_bound_met": str(plan.bound_met).lower(),
+    }

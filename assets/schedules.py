@@ -1,6 +1,6 @@
 """Jobs and schedules: a daily full sync, and a refresh of tracking requests + maps at a cadence
 computed from the rate budget (`pipelines.extract.budget`) at each tick, so loading the definitions
-reads nothing."""
+reads nothing. The refresh stands down while webhooks are live (`assets.webhooks`)."""
 
 from datetime import datetime
 
@@ -9,6 +9,7 @@ import duckdb
 
 from assets.ingest import asset_key
 from assets.resources import Warehouse
+from assets.webhooks import receiver_alive
 from pipelines.extract.budget import REFRESH_MINUTE, AccountSize, RefreshPlan, account_size, plan_refresh
 
 FULL_SYNC_CRON = "0 2 * * *"
@@ -63,7 +64,11 @@ def current_plan(warehouse: Warehouse, fallback: AccountSize = ASSUMED_SIZE) -> 
     ),
 )
 def refresh_schedule(context: dg.ScheduleEvaluationContext, warehouse: Warehouse):
-    """Plan the refresh from the warehouse at this tick and run it when the hour is on the cadence."""
+    """Plan the refresh from the warehouse at this tick and run it when the hour is on the cadence; stand
+    down while a webhook receiver is alive (notifications and the map scheduler keep the account fresh)."""
+    if receiver_alive():
+        return dg.SkipReason("Webhooks are live: notifications refresh what changes and the map-freshness "
+                             "sensor the maps; the daily full sync stays the safety net.")
     plan, source = current_plan(warehouse)
     tick: datetime = context.scheduled_execution_time
     if tick.hour % plan.hours != 0:

@@ -27,6 +27,8 @@ def test_definitions_are_loadable():
     }
     assert {s.name for s in defs.sensors} == {
         "pending_tracking_requests_sensor",
+        "webhook_notifications_sensor",
+        "route_map_freshness_sensor",
         "follow_upstream_changes",
         "run_failure_alert_sensor",
         "asset_check_failure_alert_sensor",

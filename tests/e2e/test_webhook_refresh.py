@@ -1,0 +1,108 @@
+"""Webhooks end to end over real HTTP: the sandbox delivers signed notifications to the receiver, the journal
+keeps them, and a targeted refresh loads what they name, the same rows a full sync loads, for a fraction of the
+requests; an older notification applied after a newer one changes nothing; a shipment the service no longer
+has fails its notifications loudly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import requests
+
+from pipelines.extract.notifications import shipments_named
+from pipelines.refresh import refresh_from_notifications
+from pipelines.warehouse.destinations import ducklake_target
+from pipelines.webhooks.journal import NotificationJournal
+from pipelines.webhooks.receiver import ReceiverThread
+from pipelines.webhooks.registration import register_webhook
+from pipelines.webhooks.signing import signature
+from tests.conftest import lake_in
+from tests.e2e.conftest import advance_clock, make_client, sync_once
+
+pytestmark = pytest.mark.slow
+HOURS = 3600
+# Columns that are the load's, not the service's.
+COMPARED_TABLES = {"shipments": "id", "containers": "shipment_id", "transport_events": "shipment_id"}
+
+
+def tick(server) -> dict:
+    """Have the sandbox look for world changes now and deliver their notifications (once each)."""
+    response = requests.post(f"{server.root_url}/_sandbox/webhooks/tick", timeout=60)
+    response.raise_for_status()
+    return response.json()
+
+
+def rows_of(result, table: str, key: str, shipment_ids: set[str]) -> dict[str, dict]:
+    """The service's columns of `table`'s rows that belong to the shipments, by id."""
+    ids = ", ".join(f"'{s}'" for s in sorted(shipment_ids))
+    with result.store.connect(read_only=True, search_path=("ocean_tracking",)) as con:
+        relation = con.sql(f"select * from {table} where {key} in ({ids})")
+        columns = [c for c in relation.columns if not c.startswith("_dlt_")]
+        return {row[columns.index("id")]: dict(zip(columns, row, strict=True))
+                for row in relation.select(*columns).fetchall()}
+
+
+@pytest.fixture
+def world(make_sandbox, tmp_path: Path):
+    """A sandbox whose clock moves only when told, a full sync into lake A, and a receiver registered."""
+    server = make_sandbox(speed=0.0, webhook_tick_seconds=0)  # deliveries only when the test ticks
+    first = sync_once(server, tmp_path / "a", include_maps=False)
+    journal_path = tmp_path / "journal.sqlite"
+    with make_client(server, tmp_path / "a") as client:
+        registered: dict = {}  # the receiver starts first, to have a URL; the secret comes with the webhook
+        with ReceiverThread(journal_path, lambda: registered["secret"], heartbeat_seconds=0.2) as receiver:
+            registration = register_webhook(client, receiver.url)
+            registered["secret"] = registration.secret
+            yield server, first, journal_path, receiver, registration
+
+
+def test_a_targeted_refresh_loads_what_a_full_sync_loads_for_a_fraction_of_the_requests(world, tmp_path):
+    server, first, journal_path, _, _ = world
+    advance_clock(server, 6 * HOURS)
+    delivered = tick(server)
+    with NotificationJournal(journal_path) as journal:
+        pending = journal.pending()
+        assert pending, f"the sandbox delivered nothing: {delivered}"
+        named = set().union(*(shipments_named(n.document) for n in pending))
+        with make_client(server, tmp_path / "a") as client:
+            result = refresh_from_notifications(client, ducklake_target(lake_in(tmp_path / "a" / "data")), journal,
+                                                pipelines_dir=tmp_path / "a" / "dlt")
+        assert journal.pending() == [] and journal.counts()["applied"] == len(pending)
+    assert result.failed == {} and result.shipments == len(named)
+    refreshed_requests = sum(result.api_stats["requests"].values())
+    second = sync_once(server, tmp_path / "b", include_maps=False)  # the same instant: the clock stands still
+    assert refreshed_requests * 10 <= second.requests, (refreshed_requests, second.requests)
+    for table, key in COMPARED_TABLES.items():
+        targeted, full = rows_of(first, table, key, named), rows_of(second, table, key, named)
+        differing = {(row_id, column) for row_id in full for column in full[row_id]
+                     if targeted.get(row_id, {}).get(column) != full[row_id][column]}
+        assert not differing, f"{table}: the targeted refresh differs from the full sync: {sorted(differing)[:10]}"
+        assert targeted.keys() == full.keys()
+        assert full, f"{table}: nothing to compare"
+
+
+def test_an_older_notification_after_a_newer_one_changes_nothing(world, tmp_path):
+    server, first, journal_path, receiver, registration = world
+    advance_clock(server, 6 * HOURS)
+    tick(server)
+    target = ducklake_target(lake_in(tmp_path / "a" / "data"))
+    with NotificationJournal(journal_path) as journal, make_client(server, tmp_path / "a") as client:
+        newest = journal.pending()[-1]
+        refresh_from_notifications(client, target, journal, pipelines_dir=tmp_path / "a" / "dlt")
+        shipment_id = sorted(shipments_named(newest.document))[0]
+        before = rows_of(first, "shipments", "id", {shipment_id})
+        stale = json.loads(json.dumps(newest.document))
+        stale["data"]["id"] = "stale-" + newest.id
+        stale["data"]["attributes"]["created_at"] = "2020-01-01T00:00:00Z"
+        for resource in stale["included"]:
+            if resource["type"] == "shipment":
+                resource["attributes"]["pod_eta_at"] = "2020-02-02T00:00:00Z"
+        raw = json.dumps(stale).encode()
+        answer = requests.post(receiver.url, data=raw, timeout=10, headers={
+            "Content-Type": "application/json", "X-T49-Webhook-Signature": signature(raw, registration.secret)})
+        assert answer.status_code == 200
+        late = refresh_from_notifications(client, target, journal, pipelines_dir=tmp_path / "a" / "dlt")
+    assert (late.applied, late.superseded) == (0, 1)
+    assert rows_of(first, "shipments", "id", {shipment_id}) == before
