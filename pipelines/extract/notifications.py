@@ -8,9 +8,11 @@ service's payloads leave out some container attributes and relationships), the s
 per refresh with the same includes the listing uses. `/shipments` has no id filter, so that GET per
 shipment is the cheapest way; the refresh batches every notification of a shipment into one.
 
-Newer wins: of the notifications of one shipment, the resources of the newest are taken (and, for the
-events, each event's newest rendering), and a notification older than what was already applied for its
-shipment (`Batch.superseded`) is not applied at all, so a late delivery never regresses a row.
+Newer wins: of the notifications of one shipment, the newest complete one gives the rows (and, for the
+events, each event's newest rendering); only when a newer notification came without complete resources (the
+vendor's "minimal" events, such as `container.transport.available`) is the shipment fetched. A notification
+older than what was already applied for its shipment (`Batch.superseded`) is not applied at all, so a late
+delivery never regresses a row.
 
 Pure functions over JSON-like documents; the refresh (`pipelines.refresh`) does the HTTP and the load.
 """
@@ -143,7 +145,8 @@ def plan_batch(notices: Iterable[Notice], applied: Mapping[str, datetime]) -> Ba
     notification applied before; a notification older than that for everything it names is superseded,
     not applied."""
     batch = Batch()
-    newest: dict[str, tuple[datetime, dict]] = {}  # shipment -> its newest notification's included
+    latest: dict[str, datetime] = {}  # shipment -> when its newest notification was created
+    bundles: dict[str, tuple[datetime, dict]] = {}  # shipment -> its newest complete notification's included
     events: dict[str, tuple[datetime, dict]] = {}  # event id -> (when, resource), newest rendering
     references: dict[tuple[str, str], dict] = {}
     for notice in sorted(notices, key=lambda n: n.created_at):
@@ -161,7 +164,9 @@ def plan_batch(notices: Iterable[Notice], applied: Mapping[str, datetime]) -> Ba
         for key in keys:
             batch.versions[key] = max(notice.created_at, batch.versions.get(key, notice.created_at))
         for shipment_id in shipments:
-            newest[shipment_id] = (notice.created_at, included)
+            latest[shipment_id] = notice.created_at
+            if bundle_complete(shipment_id, included):
+                bundles[shipment_id] = (notice.created_at, included)
         for event_id, event in included.get("transport_event", {}).items():
             events[event_id] = (notice.created_at, event)
         for type_, table in REFERENCE_TABLES.items():
@@ -175,30 +180,32 @@ def plan_batch(notices: Iterable[Notice], applied: Mapping[str, datetime]) -> Ba
                 batch.tracking_requests_to_fetch.discard(request_id)
             elif request_id not in batch.tracking_requests:
                 batch.tracking_requests_to_fetch.add(request_id)
-    for shipment_id, (_, included) in newest.items():
-        document = shipment_document(shipment_id, included, events, references)
-        if document is None:
-            batch.to_fetch.add(shipment_id)
+    for shipment_id, changed_at in latest.items():
+        bundle_at, included = bundles.get(shipment_id, (None, {}))
+        if bundle_at is not None and bundle_at >= changed_at:  # no change since the newest complete bundle
+            batch.documents[shipment_id] = shipment_document(shipment_id, included, events, references)
         else:
-            batch.documents[shipment_id] = document
+            batch.to_fetch.add(shipment_id)
     return batch
+
+
+def bundle_complete(shipment_id: str, included: Mapping[str, Mapping[str, dict]]) -> bool:
+    """Whether a notification's resources hold the shipment and every container it lists, all complete."""
+    shipment = included.get("shipment", {}).get(shipment_id)
+    if shipment is None or not is_complete(shipment, "shipments"):
+        return False
+    containers = included.get("container", {})
+    return all(container_id in containers and is_complete(containers[container_id], "containers")
+               for container_id in _related_ids(shipment, "containers"))
 
 
 def shipment_document(shipment_id: str, included: Mapping[str, Mapping[str, dict]],
                       events: Mapping[str, tuple[datetime, dict]],
-                      references: Mapping[tuple[str, str], dict]) -> dict[str, Any] | None:
-    """A `/shipments` page of one shipment built from a notification's resources, or None when they are
-    incomplete: the shipment and every container it lists must be included and complete. Its events are
-    every complete event of its containers the batch saw; the references they name come along."""
-    shipment = included.get("shipment", {}).get(shipment_id)
-    if shipment is None or not is_complete(shipment, "shipments"):
-        return None
-    containers = []
-    for container_id in _related_ids(shipment, "containers"):
-        container = included.get("container", {}).get(container_id)
-        if container is None or not is_complete(container, "containers"):
-            return None
-        containers.append(container)
+                      references: Mapping[tuple[str, str], dict]) -> dict[str, Any]:
+    """A `/shipments` page of one shipment built from a notification's complete resources (`bundle_complete`):
+    the shipment, its containers, every complete event of theirs the batch saw, the references they name."""
+    shipment = included["shipment"][shipment_id]
+    containers = [included["container"][container_id] for container_id in _related_ids(shipment, "containers")]
     container_ids = {container["id"] for container in containers}
     bundle_events = [
         event for _, event in events.values()

@@ -6,6 +6,7 @@ has fails its notifications loudly."""
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -13,12 +14,13 @@ import requests
 
 from pipelines.extract.notifications import shipments_named
 from pipelines.refresh import refresh_from_notifications
+from pipelines.settings import webhook_journal_path
 from pipelines.warehouse.destinations import ducklake_target
 from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread
 from pipelines.webhooks.registration import register_webhook
 from pipelines.webhooks.signing import signature
-from tests.conftest import lake_in
+from tests.conftest import FULL_KEY, lake_in
 from tests.e2e.conftest import advance_clock, make_client, sync_once
 
 pytestmark = pytest.mark.slow
@@ -106,3 +108,32 @@ def test_an_older_notification_after_a_newer_one_changes_nothing(world, tmp_path
         late = refresh_from_notifications(client, target, journal, pipelines_dir=tmp_path / "a" / "dlt")
     assert (late.applied, late.superseded) == (0, 1)
     assert rows_of(first, "shipments", "id", {shipment_id}) == before
+
+
+def test_register_then_serve_then_refresh_from_the_command_line(make_sandbox, tmp_path, capsys, monkeypatch):
+    """The README's three commands: `webhooks register` stores the secret (never printed), a second run
+    updates the same webhook, and `refresh` applies what the receiver journaled."""
+    from pipelines.cli import main
+
+    server = make_sandbox(speed=0.0, webhook_tick_seconds=0)
+    monkeypatch.setenv("SOURCES__OCEAN_TRACKING__API_KEY", FULL_KEY)
+    monkeypatch.setenv("SOURCES__OCEAN_TRACKING__BASE_URL", server.base_url)
+    monkeypatch.setenv("SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS", "0.05")
+    monkeypatch.setenv("SOURCES__OCEAN_TRACKING__LIMITER_PATH", str(tmp_path / "limiter.sqlite"))
+    monkeypatch.setenv("OCEAN_TRACKING_PIPELINES_DIR", str(tmp_path / "cli-dlt"))  # restored from the lake
+    sync_once(server, tmp_path, include_maps=False)
+    secrets_file = tmp_path / "secrets.toml"
+    registered: dict = {}
+    with ReceiverThread(webhook_journal_path(), lambda: registered["secret"]) as receiver:
+        for _ in range(2):
+            assert main(["webhooks", "register", "--url", receiver.url, "--secrets-file", str(secrets_file)]) == 0
+        said = capsys.readouterr().out
+        registered["secret"] = tomllib.loads(secrets_file.read_text())["sources"]["ocean_tracking"]["webhook_secret"]
+        assert "created" in said and "updated" in said and registered["secret"] not in said
+        assert oct(secrets_file.stat().st_mode & 0o777) == "0o600"
+        advance_clock(server, 6 * HOURS)
+        tick(server)
+    assert main(["refresh"]) == 0
+    assert "Applied" in capsys.readouterr().out
+    with NotificationJournal() as journal:
+        assert journal.pending() == [] and journal.counts()["applied"] > 0

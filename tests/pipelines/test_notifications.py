@@ -130,3 +130,15 @@ def test_a_notification_naming_nothing_is_unresolved_and_a_tracking_request_is_l
     del thin["attributes"]["status"]
     fetched = plan_batch([_notice("thin", NOW, [thin], reference={"id": request["id"], "type": "tracking_request"})], {})
     assert fetched.tracking_requests_to_fetch == {request["id"]} and fetched.tracking_requests == {}
+
+
+def test_a_minimal_notification_is_covered_by_a_complete_one_at_least_as_new(account):
+    _, shipment, containers, events = _shipment_with_events(account, NOW)
+    complete = _notice("complete", NOW, [shipment, *containers, events[0]])
+    minimal = _notice("minimal", NOW, [events[-1]])  # the vendor's `container.transport.available` shape
+    covered = plan_batch([minimal, complete], {})
+    assert covered.to_fetch == set() and shipment["id"] in covered.documents
+    assert {r["id"] for r in rows_by_type(covered.documents[shipment["id"]])["transport_event"]} == {
+        events[0]["id"], events[-1]["id"]}
+    later = _notice("later", NOW + timedelta(minutes=1), [events[-1]])
+    assert plan_batch([complete, later], {}).to_fetch == {shipment["id"]}  # something changed since the bundle

@@ -13,6 +13,7 @@ import requests
 
 from pipelines.cli import main
 from pipelines.errors import InputError
+from pipelines.writeback import cli as writeback_cli
 from pipelines.writeback.inputs import REF_NUMBER_COLUMNS, read_rows
 from pipelines.writeback.ref_numbers import merge_refs, patch_ref_numbers
 from tests.conftest import FULL_KEY
@@ -127,7 +128,9 @@ def test_missing_ref_numbers_column_is_refused_before_any_request(server, client
 
 
 def test_dry_run_prints_before_and_after_and_sends_no_patch(server, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "300")  # one table row per line
+    # one table row per line: the console's width is fixed when it is made if COLUMNS was set then (a pytest
+    # worker sets it), so the width is set on the console itself
+    monkeypatch.setattr(writeback_cli.console, "_width", 300)
     shipment, live = shipment_with_refs(server)
     batch = tmp_path / "refs.csv"
     batch.write_text(f"shipment_id,ref_numbers\n{shipment},DRY-1;{live[0]}\n")
