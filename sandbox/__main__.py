@@ -1,4 +1,5 @@
-"""`python -m sandbox`: build the world, serve it, and print one ready line with URLs and keys."""
+"""`python -m sandbox`: build the world, serve it, and print one ready line with URLs and keys (each
+`--account-key` key as `account_key=<account>:<key>`, so a launcher knows which account it reads)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 import threading
 import time
 
+from .auth import extra_account_name
 from .config import settings_from_args
 from .server import SandboxServer
 
@@ -18,7 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     server = SandboxServer(settings).start()
     keys = " ".join([f"api_key={k}" for k in settings.api_keys]
                     + [f"api_key_no_routing={k}" for k in settings.no_routing_keys]
-                    + [f"revoked_key={k}" for k in settings.revoked_keys])
+                    + [f"revoked_key={k}" for k in settings.revoked_keys]
+                    + [f"account_key={extra_account_name(i)}:{k}"
+                       for i, group in enumerate(settings.account_keys) for k in group])
     print(f"SANDBOX READY base_url={server.base_url} app_url={server.app_url} {keys} "
           f"startup_s={time.monotonic() - t0:.2f}", flush=True)
 

@@ -13,7 +13,6 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from .auth import KeyRing
 from .config import Settings
 from .faults import FaultInjector, FaultMiddleware
 from .jsonapi import api_error, error_response
@@ -71,12 +70,14 @@ def build_world(settings: Settings) -> tuple[Any, Any]:
 
 def create_app(settings: Settings, world: Any = None, clock: Any = None) -> Starlette:
     """The ASGI app. `world`/`clock` default to the real ones built from settings (tests may pass
-    prebuilt ones to share a world between servers)."""
+    prebuilt ones to share a world between servers); the world gains one account per `--account-key`."""
     if world is None or clock is None:
         world, clock = build_world(settings)
+    keys = settings.key_ring()
+    for name in keys.extra_accounts:  # a prebuilt world gets them too
+        world.add_account(name)
     state = SandboxState(
-        world=world, clock=clock,
-        keys=KeyRing(settings.api_keys, settings.no_routing_keys, settings.revoked_keys),
+        world=world, clock=clock, keys=keys,
         limiter=SlidingWindowLimiter(settings.rate_window, settings.limits),
         faults=FaultInjector(settings.faults, settings.fault_rate, settings.fault_seed, settings.fault_delay,
                              routes=settings.fail_routes),

@@ -8,6 +8,8 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from .auth import KeyRing
+
 DEFAULT_PORT = 8049
 DEFAULT_LIMITS = {"default": 100, "tracking_requests_create": 100, "infer_number": 200, "refresh": 10}
 FAULT_PROFILES = ("none", "5xx", "429", "slow", "reset", "truncated", "mixed")
@@ -72,6 +74,7 @@ class Settings:
     api_keys: list[str] = field(default_factory=list)
     no_routing_keys: list[str] = field(default_factory=list)
     revoked_keys: list[str] = field(default_factory=list)
+    account_keys: list[tuple[str, ...]] = field(default_factory=list)  # one group of keys per extra account
     rate_window: float = 60.0
     limits: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_LIMITS))
     faults: str = "none"
@@ -89,6 +92,10 @@ class Settings:
         """Generate one printable full-entitlement key when none was given, so the sandbox is usable."""
         if not self.api_keys:
             self.api_keys.append("sbx_" + secrets.token_hex(16))
+
+    def key_ring(self) -> KeyRing:
+        """The keys as the app authenticates them (ValueError when a key is given to two accounts)."""
+        return KeyRing(self.api_keys, self.no_routing_keys, self.revoked_keys, self.account_keys)
 
     def start_time(self) -> datetime:
         """The simulated start instant (tz-aware UTC); `now` when not configured."""
@@ -108,6 +115,19 @@ def parse_iso(value: str) -> datetime:
     """Parse an ISO 8601 instant; naive values are taken as UTC (the service's system timestamps are UTC)."""
     dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def _account_group(value: str) -> tuple[str, ...]:
+    """One `--account-key` value: the comma-separated keys of one extra account."""
+    keys = tuple(k for k in (p.strip() for p in value.split(",")) if k)
+    if not keys:
+        raise argparse.ArgumentTypeError("--account-key needs at least one key (KEY[,KEY...])")
+    return keys
+
+
+def _env_account_groups() -> list[tuple[str, ...]]:
+    """SANDBOX_ACCOUNT_KEYS: accounts separated by `;`, the keys of one account by `,`."""
+    return [_account_group(group) for group in (_env("ACCOUNT_KEYS") or "").split(";") if group.strip()]
 
 
 def _shipments(value: str) -> int:
@@ -134,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", action="append", default=None, help="full entitlements (repeatable)")
     p.add_argument("--api-key-no-routing", action="append", default=None, help="basic account, no routing data")
     p.add_argument("--revoked-key", action="append", default=None)
+    p.add_argument("--account-key", type=_account_group, action="append", default=None, metavar="KEY[,KEY...]",
+                   help="an account of its own (repeatable; the 2nd, 3rd, ... are account-2, account-3, ...): its "
+                   "own seeded shipments and rate budget, shared by the comma-separated keys "
+                   "(SANDBOX_ACCOUNT_KEYS: accounts separated by ';')")
     p.add_argument("--rate-window", type=float, default=float(_env("RATE_WINDOW", "60")))
     p.add_argument("--faults", choices=FAULT_PROFILES, default=_env("FAULTS", "none"))
     p.add_argument("--fault-rate", type=float, default=float(_env("FAULT_RATE", "0.1")))
@@ -158,14 +182,22 @@ def settings_from_args(argv: list[str] | None = None) -> Settings:
         fail_routes = a.fail_route or [RouteRule.parse(v) for v in _env_list("FAIL_ROUTES")]
     except ValueError as exc:
         parser.error(f"SANDBOX_FAIL_ROUTES: {exc}")
+    try:
+        account_keys = a.account_key or _env_account_groups()
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"SANDBOX_ACCOUNT_KEYS: {exc}")
     s = Settings(
         host=a.host, port=a.port, seed=a.seed, shipments=a.shipments,
         api_keys=a.api_key or _env_list("API_KEYS"),
         no_routing_keys=a.api_key_no_routing or _env_list("API_KEYS_NO_ROUTING"),
-        revoked_keys=a.revoked_key or _env_list("REVOKED_KEYS"),
+        revoked_keys=a.revoked_key or _env_list("REVOKED_KEYS"), account_keys=account_keys,
         rate_window=a.rate_window, faults=a.faults, fault_rate=a.fault_rate, fault_seed=a.fault_seed,
         fault_delay=a.fault_delay, fail_routes=fail_routes, speed=a.speed, start=a.start,
         access_log=a.access_log, webhook_tick_seconds=a.webhook_tick,
     )
     s.ensure_key()
+    try:
+        s.key_ring()
+    except ValueError as exc:
+        parser.error(str(exc))
     return s

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 
 @dataclass
 class SandboxProcess:
-    """A running sandbox: its URLs, its full-entitlement key, and the child process."""
+    """A running sandbox: its URLs, its full-entitlement key, the child process, and the keys of each
+    account given with `--account-key` (account name -> keys, in the order given)."""
 
     base_url: str
     app_url: str
     api_key: str
     process: subprocess.Popen = field(repr=False)
+    accounts: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
 
     def stop(self) -> None:
         """Terminate the sandbox and wait for it."""
@@ -48,8 +50,19 @@ def parse_ready_line(line: str) -> dict[str, str]:
     return values
 
 
+def parse_account_keys(line: str) -> dict[str, tuple[str, ...]]:
+    """The ready line's `account_key=<account>:<key>` tokens -> {account: keys in order}."""
+    accounts: dict[str, tuple[str, ...]] = {}
+    for name, value in (token.partition("=")[::2] for token in line.split()):
+        if name == "account_key":
+            account, _, key = value.partition(":")
+            accounts[account] = (*accounts.get(account, ()), key)
+    return accounts
+
+
 def start_sandbox(*args: str, timeout: float = 60.0) -> SandboxProcess:
-    """Launch `python -m sandbox --port 0 <args>` and block until it prints its ready line."""
+    """Launch `python -m sandbox --port 0 <args>` and block until it prints its ready line (pass
+    `--account-key KEY[,KEY...]` in `args` for accounts of their own; `.accounts` names them)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "sandbox", "--port", "0", *args],
         stdout=subprocess.PIPE,
@@ -63,6 +76,7 @@ def start_sandbox(*args: str, timeout: float = 60.0) -> SandboxProcess:
             break
         if line.startswith("SANDBOX READY"):
             values = parse_ready_line(line)
-            return SandboxProcess(values["base_url"], values["app_url"], values["api_key"], process)
+            return SandboxProcess(values["base_url"], values["app_url"], values["api_key"], process,
+                                  parse_account_keys(line))
     process.kill()
     raise RuntimeError(f"the sandbox did not start within {timeout:.0f}s (exit code {process.poll()})")

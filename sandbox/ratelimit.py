@@ -1,4 +1,4 @@
-"""Per-key, per-bucket sliding-window-log rate limiter (the service's rolling window), with honest
+"""Per-budget, per-bucket sliding-window-log rate limiter (the service's rolling window), with honest
 Retry-After values: after waiting that many seconds, the oldest counted request has left the window."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ def bucket_detail(bucket: str) -> str:
 
 
 class SlidingWindowLimiter:
-    """Counts accepted requests per (key fingerprint, bucket) in a rolling window of `window` seconds.
+    """Counts accepted requests per (budget, bucket) in a rolling window of `window` seconds. A budget is
+    what `Principal.budget` names: an extra account (its keys share it) or one key of the primary/basic ones.
 
     Rejected requests are not logged, so a client that honours Retry-After is served on its retry.
     """
@@ -35,12 +36,13 @@ class SlidingWindowLimiter:
         self._logs: dict[tuple[str, str], deque[float]] = {}
         self._lock = threading.Lock()
 
-    def hit(self, key: str, bucket: str) -> int | None:
-        """Record one request; return None when allowed, else the integer Retry-After (seconds, >= 1)."""
+    def hit(self, budget: str, bucket: str) -> int | None:
+        """Record one request of `budget`; return None when allowed, else the integer Retry-After (seconds,
+        >= 1)."""
         limit = self.limits.get(bucket, self.limits["default"])
         now = self._clock()
         with self._lock:
-            log = self._logs.setdefault((key, bucket), deque())
+            log = self._logs.setdefault((budget, bucket), deque())
             while log and log[0] <= now - self.window:
                 log.popleft()
             if len(log) < limit:

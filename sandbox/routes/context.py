@@ -26,7 +26,7 @@ log = logging.getLogger("sandbox")
 
 
 class Stats:
-    """Counters for `GET /_sandbox/stats`; keys appear only as fingerprints."""
+    """Counters for `GET /_sandbox/stats`; keys appear only as fingerprints, accounts by name."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -37,15 +37,18 @@ class Stats:
         with self._lock:
             self.by_key: dict[str, Counter] = defaultdict(Counter)
             self.limited: dict[str, Counter] = defaultdict(Counter)
+            self.by_account: dict[str, Counter] = defaultdict(Counter)
+            self.limited_by_account: dict[str, Counter] = defaultdict(Counter)
             self.faults: Counter = Counter()
             self.routes: Counter = Counter()
             self.abandoned: Counter = Counter()
             self.unauthorized = 0
 
-    def request(self, fp: str, bucket: str, route: str) -> None:
-        """Count one authenticated request in its bucket and route."""
+    def request(self, who: Principal, bucket: str, route: str) -> None:
+        """Count one authenticated request in its bucket and route, under its key and its account."""
         with self._lock:
-            self.by_key[fp][bucket] += 1
+            self.by_key[who.fingerprint][bucket] += 1
+            self.by_account[who.account][bucket] += 1
             self.routes[route] += 1
 
     def abandon(self, route: str) -> None:
@@ -55,10 +58,11 @@ class Stats:
             self.routes[route] -= 1
             self.abandoned[route] += 1
 
-    def rate_limited(self, fp: str, bucket: str) -> None:
-        """Count one 429 served by the limiter."""
+    def rate_limited(self, who: Principal, bucket: str) -> None:
+        """Count one 429 served by the limiter, under its key and its account."""
         with self._lock:
-            self.limited[fp][bucket] += 1
+            self.limited[who.fingerprint][bucket] += 1
+            self.limited_by_account[who.account][bucket] += 1
 
     def fault(self, kind: str) -> None:
         """Count one injected fault (a fault 429 counts here, not in rate_limited)."""
@@ -77,6 +81,8 @@ class Stats:
                 "requests_by_key": {k: dict(v) for k, v in self.by_key.items()},
                 "rate_limited_by_key": {k: dict(v) for k, v in self.limited.items()},
                 "rate_limited_total": sum(sum(v.values()) for v in self.limited.values()),
+                "requests_by_account": {k: dict(v) for k, v in self.by_account.items()},
+                "rate_limited_by_account": {k: dict(v) for k, v in self.limited_by_account.items()},
                 "faults_served": dict(self.faults),
                 "faults_total": sum(self.faults.values()),
                 "requests_by_route": dict(self.routes),
@@ -149,8 +155,8 @@ def unauthorized() -> ApiResponse:
 
 
 def api(bucket: str = "default", status: int = 200) -> Callable[[Handler], Callable[[Request], Awaitable[Response]]]:
-    """Wrap a handler: authenticate (401), count in the key's bucket (429 with honest Retry-After),
-    record stats, and turn ApiError or any unexpected exception into a JSON:API error document.
+    """Wrap a handler: authenticate (401), count in the bucket of the key's budget (429 with honest
+    Retry-After), record stats, and turn ApiError or any unexpected exception into a JSON:API error document.
     Counting rule: every authenticated request to a known route counts; 401s count nowhere (no key)."""
 
     def wrap(fn: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -162,13 +168,13 @@ def api(bucket: str = "default", status: int = 200) -> Callable[[Handler], Calla
                 state.stats.denied()
                 return unauthorized()
             route = f"{request.method} {request.scope['route'].path}" if "route" in request.scope else request.url.path
-            retry_after = state.limiter.hit(principal.fingerprint, bucket)
+            retry_after = state.limiter.hit(principal.budget, bucket)
             if retry_after is not None:
-                state.stats.rate_limited(principal.fingerprint, bucket)
+                state.stats.rate_limited(principal, bucket)
                 return error_response(ApiError(429, [{"status": "429", "title": "Too Many Requests",
                                                       "detail": bucket_detail(bucket)}],
                                                {"Retry-After": str(retry_after)}))
-            state.stats.request(principal.fingerprint, bucket, route)
+            state.stats.request(principal, bucket, route)
             try:
                 result = await fn(Ctx(request, state, principal, state.clock.now()))
             except ClientDisconnect:  # killed or dropped mid-upload: nobody is left to answer

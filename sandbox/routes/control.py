@@ -127,8 +127,8 @@ async def faults(request: Request) -> JSONResponse:
 
 
 async def stats(request: Request) -> JSONResponse:
-    """GET /_sandbox/stats: requests per key fingerprint and bucket, 429s, faults, routes, and the webhook
-    delivery counters (sent/succeeded/failed/retried)."""
+    """GET /_sandbox/stats: requests and 429s per bucket by key fingerprint and by account name, faults,
+    routes, and the webhook delivery counters (sent/succeeded/failed/retried)."""
     state = _state(request)
     return JSONResponse({**state.stats.snapshot(), "webhook_deliveries": state.webhooks.snapshot()})
 

@@ -27,17 +27,29 @@ class World:
 
     def __init__(self, seed: int, shipments: int, start: datetime) -> None:
         """Build reference data, the fleet and the "primary" (`shipments` rows) and "basic"
-        (max(50, shipments // 20) rows, another seed stream) accounts. Rows are generated on demand."""
+        (max(50, shipments // 20) rows, another seed stream) accounts; `add_account` adds others. Rows are
+        generated on demand."""
         self.seed = int(seed)
         self.start = start
         self.start_ts = to_epoch(start)
         self.ref = Reference.load()
         self.fleet = Fleet(self.seed, self.ref)
         self.routes = RouteBook(self.fleet)
-        self.accounts: dict[str, Account] = {
-            "primary": Account(self, "primary", int(shipments), stable_int(self.seed, "primary") % 2**63),
-            "basic": Account(self, "basic", max(50, int(shipments) // 20), stable_int(self.seed, "basic") % 2**63),
-        }
+        self.accounts: dict[str, Account] = {}
+        self.add_account("primary", int(shipments))
+        self.add_account("basic", max(50, int(shipments) // 20))
+
+    def add_account(self, name: str, shipments: int | None = None) -> Account:
+        """The account called `name`, added if new: `shipments` seeded rows (default: 50 % to 149 % of the
+        primary's, at least 50 and at most 100_000, drawn from the seed and the name) from the name's own seed
+        stream, so its ids, numbers and contents differ from every other account's. Only its arrays are drawn
+        now (as for the primary); rows are generated on demand."""
+        if name not in self.accounts:
+            if shipments is None:
+                share = 50 + stable_int(self.seed, name, "size") % 100
+                shipments = min(100_000, max(50, self.accounts["primary"].n * share // 100))
+            self.accounts[name] = Account(self, name, shipments, stable_int(self.seed, name) % 2**63)
+        return self.accounts[name]
 
     def account(self, name: str) -> Account:
         """The account called `name` (KeyError if there is none)."""
