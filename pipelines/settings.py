@@ -152,9 +152,23 @@ def pipelines_dir(default: Path) -> Path:
     return Path(configured) if configured else default
 
 
+# Where the rate limiter's log lives: `sqlite:///abs/path.sqlite` (one host) or
+# `postgresql://user:password@host:port/database` (every host spending the key); `limiter_path` is the
+# older SQLite-only setting. Both are read under [sources.ocean_tracking] the dlt way.
+LIMITER_URL_KEY = "limiter_url"
+LIMITER_URL_ENV = f"{ENV_PREFIX}LIMITER_URL"
+LIMITER_PATH_KEY = "limiter_path"
+LIMITER_PATH_ENV = f"{ENV_PREFIX}LIMITER_PATH"
+
+
 def limiter_path() -> Path:
     """The host-wide rate limiter's SQLite file, shared by every process on the host."""
     return Path(tempfile.gettempdir()) / SOURCE_NAME / "ratelimit.sqlite"
+
+
+def limiter_url() -> str:
+    """The rate limiter's default log as a URL: the SQLite file `limiter_path()`."""
+    return f"sqlite:///{limiter_path().absolute().as_posix().lstrip('/')}"
 
 
 # ---- alerts (assets/alerts.py): run and asset-check failures posted outside the UI ----------------------

@@ -114,7 +114,7 @@ class OceanTrackingClient:
         self._base_path = urlparse(self.base_url).path.rstrip("/")
         self.limiter = limiter or SlidingWindowLimiter(
             self.settings.api_key.fingerprint,
-            path=self.settings.limiter_path,
+            url=self.settings.limiter_location,
             window_seconds=self.settings.rate_window_seconds,
             padding=self.settings.rate_window_padding,
         )

@@ -2,12 +2,17 @@
 
 Environment variables `SOURCES__OCEAN_TRACKING__API_KEY`, `..._BASE_URL`, `..._APP_URL` (and the optional
 knobs below) or `.dlt/secrets.toml` / `.dlt/config.toml` under `[sources.ocean_tracking]`; explicit arguments
-win. The key is validated before any request and held in `ApiKey`, whose repr/str never shows it.
+win. The key is validated before any request and held in `ApiKey`, whose repr/str never shows it; the
+limiter's URL (it may carry a database password) is held in `LimiterUrl`, which masks it the same way.
+
+A setting under that section the product does not read (a typo, an old name) is not silently ignored: each
+is named in one warning line, with the closest known name (`report_unknown_settings`), never its value.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,17 +22,24 @@ from urllib.parse import urlparse
 import dlt
 from dlt.common.configuration.providers.toml import TomlProviderReadException
 
+from pipelines.api.ratelimit import LimiterUrl
+from pipelines.api.unknown_settings import unknown_settings
 from pipelines.errors import ConfigurationError
 from pipelines.settings import (
     API_KEY_HELP,
     CONFIG_SECTION,
     DEFAULT_APP_URL,
     DEFAULT_BASE_URL,
+    LIMITER_PATH_ENV,
+    LIMITER_URL_ENV,
     RATE_WINDOW_SECONDS,
+    WEBHOOK_SECRET_KEY,
 )
 from pipelines.settings import (
     limiter_path as default_limiter_path,
 )
+
+logger = logging.getLogger(__name__)
 
 
 class ApiKey:
@@ -133,10 +145,23 @@ class Settings:
     rate_window_seconds: float = RATE_WINDOW_SECONDS
     rate_window_padding: float = 0.03
     limiter_path: Path = field(default_factory=default_limiter_path)
+    #: the limiter's PostgreSQL log; None: the SQLite file `limiter_path` (a `sqlite:///` URL is stored there)
+    limiter_url: LimiterUrl | None = None
+
+    @property
+    def limiter_location(self) -> LimiterUrl:
+        """Where the rate limiter's log lives: the PostgreSQL URL, else the SQLite file `limiter_path`."""
+        return self.limiter_url or LimiterUrl.sqlite(self.limiter_path)
 
     def with_overrides(self, **changes: Any) -> Settings:
-        """A copy with some fields replaced (validated again)."""
-        return load_settings(**{**self.__dict__, **changes})
+        """A copy with some fields replaced (validated again). The limiter's place is one setting: changing
+        `limiter_url` or `limiter_path` replaces it, otherwise it is kept."""
+        current = dict(self.__dict__)
+        if "limiter_url" in changes or "limiter_path" in changes:
+            del current["limiter_url"], current["limiter_path"]
+        elif self.limiter_url is not None:
+            del current["limiter_path"]
+        return load_settings(**{**current, **changes})
 
 
 _OPTIONAL = {
@@ -148,8 +173,17 @@ _OPTIONAL = {
     "request_deadline": float,
     "rate_window_seconds": float,
     "rate_window_padding": float,
-    "limiter_path": Path,
 }
+_LIMITER = ("limiter_url", "limiter_path")
+
+# Arguments of the dlt source `ocean_tracking` (pipelines/extract/source.py): dlt injects them from this
+# section too (`SOURCES__OCEAN_TRACKING__INCLUDE_MAPS`). tests/pipelines/test_settings.py keeps the list whole.
+SOURCE_ARGUMENTS = ("client", "include_maps", "map_refresh_seconds", "tracking_requests_lag_seconds",
+                    "shipment_documents", "loaded_event_ids", "scheduled_maps", "tracking_request_rows")  # fmt: skip
+#: every setting the product reads under [sources.ocean_tracking]
+KNOWN_SETTINGS = frozenset({"api_key", "base_url", "app_url", WEBHOOK_SECRET_KEY, *_OPTIONAL, *_LIMITER,
+                            *SOURCE_ARGUMENTS})  # fmt: skip
+_reported: set[str] = set()
 
 
 def lookup_setting(name: str, secret: bool = False) -> Any:
@@ -170,6 +204,42 @@ def malformed_config_message(error: TomlProviderReadException) -> str:
     return f"{where} is malformed: {reason}. Fix the file (it is TOML) or remove it."
 
 
+def report_unknown_settings() -> None:
+    """Log each line of `unknown_settings` as a warning, once a process (settings are loaded many times)."""
+    try:
+        lines = unknown_settings(KNOWN_SETTINGS)
+    except TomlProviderReadException as error:
+        raise ConfigurationError(malformed_config_message(error)) from None
+    for line in lines:
+        if line not in _reported:
+            _reported.add(line)
+            logger.warning(line)
+
+
+def _resolve_limiter(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Where the limiter's log lives, as Settings fields. Given arguments win; else the dlt config. `limiter_url`
+    and the older `limiter_path` (a SQLite file) name one place: both set must agree."""
+    url, path = overrides.get("limiter_url"), overrides.get("limiter_path")
+    if url is None and path is None:
+        url, path = lookup_setting("limiter_url"), lookup_setting("limiter_path")
+    if url is None and path is None:
+        return {}
+    parsed = LimiterUrl(url) if url is not None else None
+    if path is not None:
+        if not isinstance(path, str | os.PathLike) or not str(path).strip():
+            raise ConfigurationError(f"{CONFIG_SECTION}.limiter_path must be the path of a SQLite file.")
+        if parsed is not None and parsed != LimiterUrl.sqlite(path):
+            raise ConfigurationError(
+                f"{LIMITER_URL_ENV} and {LIMITER_PATH_ENV} are both set and name different places for the rate "
+                f"limiter; set only {LIMITER_URL_ENV} (limiter_url under [{CONFIG_SECTION}])."
+            )
+        return {"limiter_path": Path(path), "limiter_url": None}
+    assert parsed is not None
+    if parsed.kind == "sqlite":
+        return {"limiter_path": parsed.path, "limiter_url": None}
+    return {"limiter_url": parsed}
+
+
 def _check_url(name: str, url: Any) -> str:
     if not isinstance(url, str) or not url.strip():
         raise ConfigurationError(f"{name} must be an http(s) URL, got {type(url).__name__}.")
@@ -187,15 +257,17 @@ def load_settings(
     app_url: str | None = None,
     **overrides: Any,
 ) -> Settings:
-    """Resolve settings: explicit arguments, else dlt config/secrets, else defaults; validate the key."""
+    """Resolve settings: explicit arguments, else dlt config/secrets, else defaults; validate the key. Settings
+    under [sources.ocean_tracking] the product does not read are reported (`report_unknown_settings`)."""
+    report_unknown_settings()
     raw_key = api_key if api_key is not None else lookup_setting("api_key", secret=True)
     key = validate_api_key(raw_key)
     base = _check_url("base_url", base_url or lookup_setting("base_url") or DEFAULT_BASE_URL)
     app = _check_url("app_url", app_url or lookup_setting("app_url") or DEFAULT_APP_URL)
-    unknown = set(overrides) - set(_OPTIONAL)
+    unknown = set(overrides) - set(_OPTIONAL) - set(_LIMITER)
     if unknown:
         raise ConfigurationError(f"Unknown settings: {', '.join(sorted(unknown))}.")
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = _resolve_limiter(overrides)
     for name, cast in _OPTIONAL.items():
         value = overrides.get(name)
         if value is None:
