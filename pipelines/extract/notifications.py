@@ -8,11 +8,13 @@ service's payloads leave out some container attributes and relationships), the s
 per refresh with the same includes the listing uses. `/shipments` has no id filter, so that GET per
 shipment is the cheapest way; the refresh batches every notification of a shipment into one.
 
-Newer wins: of the notifications of one shipment, the newest complete one gives the rows (and, for the
-events, each event's newest rendering); only when a newer notification came without complete resources (the
-vendor's "minimal" events, such as `container.transport.available`) is the shipment fetched. A notification
-older than what was already applied for its shipment (`Batch.superseded`) is not applied at all, so a late
-delivery never regresses a row.
+Newer wins: of the notifications of one shipment, the newest complete rendering of the shipment and of each
+container gives the rows (and, for the events, each event's newest rendering). A payload need not carry every
+container of its shipment (a transport event brings its own): the others did not change with it and keep
+their rows. Only a change that came without complete renderings (the vendor's "minimal" events, such as
+`container.transport.available`, or attributes left out) and that no complete rendering at least as new
+covers makes the shipment fetched. A notification older than what was already applied for its shipment
+(`Batch.superseded`) is not applied at all, so a late delivery never regresses a row.
 
 Pure functions over JSON-like documents; the refresh (`pipelines.refresh`) does the HTTP and the load.
 """
@@ -139,14 +141,39 @@ def tracking_requests_named(document: Mapping[str, Any]) -> set[str]:
     return named
 
 
+@dataclass
+class _ShipmentState:
+    """What a batch saw of one shipment: the newest complete rendering of the shipment and of each of its
+    containers (with when each came), and the changes no complete rendering covered when they came."""
+
+    shipment: tuple[datetime, dict] | None = None
+    containers: dict[str, tuple[datetime, dict]] = field(default_factory=dict)
+    uncovered: list[tuple[datetime, frozenset[str]]] = field(default_factory=list)
+
+    def covered(self) -> bool:
+        """Whether every uncovered change has a complete shipment, and a complete rendering of each container
+        it touched, at least as new: then the rows the batch holds are the service's current ones."""
+        for at, touched in self.uncovered:
+            if self.shipment is None or self.shipment[0] < at:
+                return False
+            if any(cid not in self.containers or self.containers[cid][0] < at for cid in touched):
+                return False
+        return self.shipment is not None
+
+
 def plan_batch(notices: Iterable[Notice], applied: Mapping[str, datetime]) -> Batch:
-    """Group notifications into one refresh: per shipment the newest complete bundle or one GET, per
-    tracking request its newest complete resource or one GET. `applied` maps version keys to the newest
-    notification applied before; a notification older than that for everything it names is superseded,
-    not applied."""
+    """Group notifications into one refresh: per shipment a document of its newest complete renderings, or
+    one GET; per tracking request its newest complete resource, or one GET. `applied` maps version keys to
+    the newest notification applied before; a notification older than that for everything it names is
+    superseded, not applied.
+
+    A payload carries the shipment and the containers the change is about, not always every container of the
+    shipment (a transport event brings its own container): the containers it lacks did not change with it,
+    so the shipment's document holds the containers the batch saw and the rest keep their rows. A change that
+    came without complete renderings (a "minimal" event, or attributes missing) is covered only by complete
+    renderings at least as new of the shipment and of the containers it touched; otherwise one GET."""
     batch = Batch()
-    latest: dict[str, datetime] = {}  # shipment -> when its newest notification was created
-    bundles: dict[str, tuple[datetime, dict]] = {}  # shipment -> its newest complete notification's included
+    states: dict[str, _ShipmentState] = {}
     events: dict[str, tuple[datetime, dict]] = {}  # event id -> (when, resource), newest rendering
     references: dict[tuple[str, str], dict] = {}
     for notice in sorted(notices, key=lambda n: n.created_at):
@@ -164,9 +191,7 @@ def plan_batch(notices: Iterable[Notice], applied: Mapping[str, datetime]) -> Ba
         for key in keys:
             batch.versions[key] = max(notice.created_at, batch.versions.get(key, notice.created_at))
         for shipment_id in shipments:
-            latest[shipment_id] = notice.created_at
-            if bundle_complete(shipment_id, included):
-                bundles[shipment_id] = (notice.created_at, included)
+            _observe(states.setdefault(shipment_id, _ShipmentState()), shipment_id, notice.created_at, included)
         for event_id, event in included.get("transport_event", {}).items():
             events[event_id] = (notice.created_at, event)
         for type_, table in REFERENCE_TABLES.items():
@@ -180,33 +205,45 @@ def plan_batch(notices: Iterable[Notice], applied: Mapping[str, datetime]) -> Ba
                 batch.tracking_requests_to_fetch.discard(request_id)
             elif request_id not in batch.tracking_requests:
                 batch.tracking_requests_to_fetch.add(request_id)
-    for shipment_id, changed_at in latest.items():
-        bundle_at, included = bundles.get(shipment_id, (None, {}))
-        if bundle_at is not None and bundle_at >= changed_at:  # no change since the newest complete bundle
-            batch.documents[shipment_id] = shipment_document(shipment_id, included, events, references)
+    for shipment_id, state in states.items():
+        if state.covered():
+            batch.documents[shipment_id] = shipment_document(state, events, references)
         else:
             batch.to_fetch.add(shipment_id)
     return batch
 
 
-def bundle_complete(shipment_id: str, included: Mapping[str, Mapping[str, dict]]) -> bool:
-    """Whether a notification's resources hold the shipment and every container it lists, all complete."""
+def _observe(state: _ShipmentState, shipment_id: str, at: datetime, included: Mapping[str, Mapping[str, dict]]) -> None:
+    """Take a notification's renderings of one shipment into `state`: the shipment and the containers of it
+    that came complete; what the change touched without a complete rendering is left uncovered."""
     shipment = included.get("shipment", {}).get(shipment_id)
-    if shipment is None or not is_complete(shipment, "shipments"):
-        return False
-    containers = included.get("container", {})
-    return all(container_id in containers and is_complete(containers[container_id], "containers")
-               for container_id in _related_ids(shipment, "containers"))
+    complete_shipment = shipment is not None and is_complete(shipment, "shipments")
+    if complete_shipment:
+        state.shipment = (at, shipment)
+    members = set(_related_ids(shipment, "containers")) if shipment is not None else set()
+    touched = {cid for cid, container in included.get("container", {}).items()
+               if cid in members or _related_id(container, "shipment") == shipment_id}
+    touched |= {cid for event in included.get("transport_event", {}).values()
+                if _related_id(event, "shipment") == shipment_id and (cid := _related_id(event, "container"))}
+    incomplete = set()
+    for container_id in touched:
+        container = included.get("container", {}).get(container_id)
+        if container is not None and is_complete(container, "containers"):
+            state.containers[container_id] = (at, container)
+        else:
+            incomplete.add(container_id)
+    if not complete_shipment or incomplete:
+        state.uncovered.append((at, frozenset(incomplete)))
 
 
-def shipment_document(shipment_id: str, included: Mapping[str, Mapping[str, dict]],
-                      events: Mapping[str, tuple[datetime, dict]],
+def shipment_document(state: _ShipmentState, events: Mapping[str, tuple[datetime, dict]],
                       references: Mapping[tuple[str, str], dict]) -> dict[str, Any]:
-    """A `/shipments` page of one shipment built from a notification's complete resources (`bundle_complete`):
-    the shipment, its containers, every complete event of theirs the batch saw, the references they name."""
-    shipment = included["shipment"][shipment_id]
-    containers = [included["container"][container_id] for container_id in _related_ids(shipment, "containers")]
-    container_ids = {container["id"] for container in containers}
+    """A `/shipments` page of one shipment built from the batch's complete renderings (`_ShipmentState`):
+    the shipment, the containers the batch saw, every complete event of theirs, the references they name."""
+    assert state.shipment is not None  # covered() holds
+    shipment = state.shipment[1]
+    containers = [container for _, container in state.containers.values()]
+    container_ids = set(state.containers)
     bundle_events = [
         event for _, event in events.values()
         if _related_id(event, "container") in container_ids and is_complete(event, "transport_events")

@@ -27,6 +27,10 @@ pytestmark = pytest.mark.slow
 HOURS = 3600
 # Columns that are the load's, not the service's.
 COMPARED_TABLES = {"shipments": "id", "containers": "shipment_id", "transport_events": "shipment_id"}
+# When the service last polled the carrier and the terminal for a container: refreshed on every poll of the
+# whole shipment, with no notification. A container a payload did not carry keeps its row but these; the
+# daily full sync brings them.
+POLL_STAMPS = frozenset({"pod_last_tracking_request_at", "shipment_last_tracking_request_at", "terminal_checked_at"})
 
 
 def tick(server) -> dict:
@@ -68,6 +72,8 @@ def test_a_targeted_refresh_loads_what_a_full_sync_loads_for_a_fraction_of_the_r
         pending = journal.pending()
         assert pending, f"the sandbox delivered nothing: {delivered}"
         named = set().union(*(shipments_named(n.document) for n in pending))
+        carried = {resource["id"] for n in pending for resource in n.document.get("included", [])
+                   if resource.get("type") == "container"}
         with make_client(server, tmp_path / "a") as client:
             result = refresh_from_notifications(client, ducklake_target(lake_in(tmp_path / "a" / "data")), journal,
                                                 pipelines_dir=tmp_path / "a" / "dlt")
@@ -79,7 +85,8 @@ def test_a_targeted_refresh_loads_what_a_full_sync_loads_for_a_fraction_of_the_r
     for table, key in COMPARED_TABLES.items():
         targeted, full = rows_of(first, table, key, named), rows_of(second, table, key, named)
         differing = {(row_id, column) for row_id in full for column in full[row_id]
-                     if targeted.get(row_id, {}).get(column) != full[row_id][column]}
+                     if targeted.get(row_id, {}).get(column) != full[row_id][column]
+                     and not (table == "containers" and row_id not in carried and column in POLL_STAMPS)}
         assert not differing, f"{table}: the targeted refresh differs from the full sync: {sorted(differing)[:10]}"
         assert targeted.keys() == full.keys()
         assert full, f"{table}: nothing to compare"

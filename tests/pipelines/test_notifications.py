@@ -78,13 +78,42 @@ def test_an_incomplete_payload_asks_for_one_get_per_shipment(account):
     assert batch.applied == ["a", "b"]
 
 
-def test_a_payload_lacking_a_container_of_its_shipment_is_fetched(account):
+def _shipment_with_containers(account, at: datetime, count: int = 2) -> tuple[dict, list[dict]]:
     for index in range(account.n):
-        shipment, containers, _ = _bundle(account, index, NOW)
-        if len(containers) > 1:
-            break
+        shipment, containers, _ = _bundle(account, index, at)
+        if len(containers) >= count:
+            return shipment, containers
+    raise AssertionError(f"no shipment with {count} containers in the test world")
+
+
+def test_a_payload_with_one_container_of_its_shipment_loads_that_one_and_costs_no_request(account):
+    shipment, containers = _shipment_with_containers(account, NOW)
     batch = plan_batch([_notice("n", NOW, [shipment, containers[0]])], {})
-    assert batch.to_fetch == {shipment["id"]}
+    assert batch.to_fetch == set()
+    rows = rows_by_type(batch.documents[shipment["id"]])
+    assert [r["id"] for r in rows["container"]] == [containers[0]["id"]]  # the other keeps its row
+
+
+def test_payloads_about_different_containers_of_one_shipment_all_land(account):
+    shipment, containers = _shipment_with_containers(account, NOW)
+    notices = [_notice("a", NOW, [shipment, containers[0]]),
+               _notice("b", NOW + timedelta(minutes=1), [shipment, containers[1]])]
+    batch = plan_batch(notices, {})
+    rows = rows_by_type(batch.documents[shipment["id"]])
+    assert {r["id"] for r in rows["container"]} == {containers[0]["id"], containers[1]["id"]}
+
+
+def test_a_minimal_event_is_covered_only_by_its_own_container_at_least_as_new(account):
+    for index in range(account.n):
+        shipment, containers, events = _bundle(account, index, NOW)  # events of containers[0]
+        if events and len(containers) > 1:
+            break
+    else:
+        raise AssertionError("no shipment with events and two containers in the test world")
+    minimal = _notice("minimal", NOW, [events[-1]])
+    assert plan_batch([minimal, _notice("own", NOW, [shipment, containers[0]])], {}).to_fetch == set()
+    # a rendering of another container says nothing of the event's own
+    assert plan_batch([minimal, _notice("other", NOW, [shipment, containers[1]])], {}).to_fetch == {shipment["id"]}
 
 
 def test_the_newest_notification_of_a_shipment_wins_and_events_accumulate(account):
