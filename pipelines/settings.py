@@ -45,6 +45,10 @@ DEFAULT_DESTINATION = "ducklake"  # the embedded default: analysts read while th
 # dlt's own keys for its `ducklake` destination: the catalog and the data path are configuration.
 DUCKLAKE_CATALOG_ENV = "DESTINATION__DUCKLAKE__CREDENTIALS__CATALOG"
 DUCKLAKE_STORAGE_ENV = "DESTINATION__DUCKLAKE__CREDENTIALS__STORAGE__BUCKET_URL"
+# The PostgreSQL schema a server catalog lives in (dlt's default: the lake's name), and the config sections of
+# the lake's object storage (its `..._STORAGE__CREDENTIALS__*`), both dlt's own keys.
+DUCKLAKE_METADATA_SCHEMA_KEY = "destination.ducklake.credentials.metadata_schema"
+DUCKLAKE_STORAGE_SECTIONS = ("destination", "ducklake", "credentials", "storage")
 
 # ---- local files -------------------------------------------------------------------------------------
 DATA_DIR_ENV = "OCEAN_TRACKING_DATA_DIR"

@@ -26,7 +26,7 @@ SANDBOX_START = datetime(2026, 11, 1, tzinfo=UTC)
 REPO = Path(__file__).resolve().parents[1]
 
 # `postgres_server` (one real PostgreSQL + PostGIS a session) and `postgres_database` (a fresh one a test).
-pytest_plugins = ["tests.postgres_server"]
+pytest_plugins = ["tests.postgres_server", "tests.s3_server"]
 
 # Each holder prints "held" once it holds, then keeps holding until its stdin closes (`release`) or the
 # seconds run out.

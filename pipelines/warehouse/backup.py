@@ -68,8 +68,9 @@ def require_local_sqlite(store: WarehouseStore, action: str) -> Path:
         )
     if store.catalog_file is None:
         raise ConfigurationError(
-            f"{action} covers a SQLite catalog only; back up a PostgreSQL catalog with pg_dump (and the data "
-            "files with the object store's versioning or replication)."
+            f"{action} covers a lake with a SQLite catalog only; this lake's catalog is in PostgreSQL: use "
+            "PostgreSQL's own backups (pg_dump, point-in-time recovery) for the catalog and the bucket's "
+            "(versioning, replication) for the data files."
         )
     if "://" in (store.data_path or ""):
         raise ConfigurationError(

@@ -9,7 +9,8 @@ on the `ducklake` target, attaches the lake with the same ATTACH statement every
 
 Plugin config (from the profile): `lake_catalog` and `lake_data_path` (empty: the configured or default
 lake, as `ducklake_store` resolves it); without `lake_catalog` in the config the plugin attaches nothing
-(the `duckdb` target, a plain file).
+(the `duckdb` target, a plain file). A lake whose files are in object storage gets the same S3 secret
+dlt's loader creates (`storage.create_storage_secret`), from the same dlt configuration keys.
 """
 
 from __future__ import annotations
@@ -44,9 +45,12 @@ class Plugin(BasePlugin):
         install_bundled_extensions(conn)
         load_spatial(conn)
         if self.attach_lake:
+            from pipelines.warehouse.storage import create_storage_secret, is_remote
             from pipelines.warehouse.store import ducklake_store
 
             store = ducklake_store(self.lake_catalog, self.lake_data_path)
             store.create_folders()
+            if is_remote(store.data_path):  # the lake's files in object storage: the secret dlt's loader uses
+                create_storage_secret(conn, store.data_path)
             conn.execute(store.attach_sql(read_only=False))
             conn.execute(f"use {LAKE_NAME}")

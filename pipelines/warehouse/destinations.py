@@ -24,6 +24,7 @@ from pipelines import settings
 from pipelines.errors import ConfigurationError
 from pipelines.settings import DATASET_NAME, LAKE_NAME, PIPELINE_NAME, lake_url
 from pipelines.warehouse.extensions import OFFLINE_CONFIG
+from pipelines.warehouse.postgres_catalog import as_url
 from pipelines.warehouse.store import WarehouseStore, duckdb_store, ducklake_store
 
 # The destinations dlt ships, for "did you mean" when a name is mistyped.
@@ -42,7 +43,8 @@ class Target:
 
 def ducklake_target(store: WarehouseStore | None = None, dataset_name: str = DATASET_NAME) -> Target:
     """The embedded default: a DuckLake, through dlt's `ducklake` destination, on the store's catalog and
-    data path (see `ducklake_store` for where they come from)."""
+    data path (see `ducklake_store` for where they come from): a SQLite catalog and a local folder, or,
+    across hosts, a PostgreSQL catalog and S3-compatible object storage."""
     from dlt.destinations.impl.ducklake.configuration import DuckLakeCredentials
 
     store = store or ducklake_store()
@@ -50,7 +52,15 @@ def ducklake_target(store: WarehouseStore | None = None, dataset_name: str = DAT
     store.create_folders()
     if store.catalog_file:
         catalog = f"sqlite:///{store.catalog_file}"
-    credentials = DuckLakeCredentials(LAKE_NAME, catalog=catalog, storage=store.data_path)
+    elif store.catalog_on_postgres:
+        catalog = as_url(store.catalog)
+    # a PostgreSQL catalog is created here, once, under the writer lock every host takes (see `create_if_missing`)
+    store.create_if_missing()
+    # the same PostgreSQL schema our own connections attach (`WarehouseStore.metadata_schema`); the storage
+    # credentials dlt resolves from its own keys (`..._STORAGE__CREDENTIALS__*`), as `storage.py` does
+    credentials = DuckLakeCredentials(
+        LAKE_NAME, metadata_schema=store.metadata_schema, catalog=catalog, storage=store.data_path
+    )
     # dlt's loader connections: never download an extension (they are installed from the wheels); row
     # order is never relied on, and keeping it costs the merges memory; one thread, so one row group is
     # buffered per data file written (a full 10k-shipment load peaked at 714 MiB with two, 595 MiB with

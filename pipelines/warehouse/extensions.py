@@ -1,4 +1,4 @@
-"""DuckDB extensions, offline: spatial, and DuckLake with its SQLite catalog.
+"""DuckDB extensions, offline: spatial, and DuckLake with its catalogs (SQLite, PostgreSQL) and S3 storage.
 
 `INSTALL <name>` downloads from DuckDB's extension repository, which production hosts behind firewalls
 and CI cannot reach, and DuckDB autoloads (and by default auto-installs) `ducklake` and `sqlite_scanner`
@@ -6,10 +6,17 @@ the moment anything attaches a lake, dlt's loader included. The `duckdb-extensio
 own signed binaries, so we install those into DuckDB's extension directory (`INSTALL '<path>'` copies a
 local file, no network) and turn auto-install off: a missing binary is then a clear error, never a
 download that hangs. The DuckDB command line finds the same binaries, so the analysts' CLI works offline.
+
+Several processes starting at once on a fresh machine (a parallel test run, a Dagster run worker beside a
+CLI sync) would otherwise race: one copies a binary while another finds it half-written (`Extension
+".../ducklake.duckdb_extension" not found`). The check-and-install holds an exclusive `flock` on a file in
+the extension directory, so the second process waits and then finds every binary whole.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
 from functools import cache
 from pathlib import Path
@@ -24,7 +31,11 @@ BUNDLED = {
     "spatial": "duckdb_extension_spatial",
     "ducklake": "duckdb_extension_ducklake",
     "sqlite_scanner": "duckdb_extension_sqlite_scanner",
+    # the lake across hosts: a PostgreSQL catalog, and its data in S3-compatible object storage
+    "postgres_scanner": "duckdb_extension_postgres_scanner",
+    "httpfs": "duckdb_extension_httpfs",
 }
+INSTALL_LOCK_NAME = ".ocean-tracking-install.lock"
 _installed = threading.Lock()
 _done: set[str] = set()
 
@@ -47,21 +58,38 @@ def bundled_extension_path(name: str) -> Path:
     return found[-1]
 
 
+def extension_directory(con: duckdb.DuckDBPyConnection) -> Path:
+    """The folder DuckDB installs extensions under for this connection: the `extension_directory` setting,
+    else `<home_directory or $HOME>/.duckdb/extensions` (DuckDB's own default)."""
+    configured, home = con.execute(
+        "select current_setting('extension_directory'), current_setting('home_directory')"
+    ).fetchone()
+    if configured:
+        return Path(configured)
+    return Path(home or Path.home()) / ".duckdb" / "extensions"
+
+
 def install_bundled_extensions(con: duckdb.DuckDBPyConnection) -> None:
-    """Put the bundled binaries in DuckDB's extension directory unless the same version is there; once
-    a process. After this, `ATTACH 'ducklake:...'` (ours or dlt's) and `LOAD spatial` work offline."""
+    """Put the bundled binaries in DuckDB's extension directory unless they are there; once a process,
+    holding the directory's install lock (another process installing meanwhile is waited for). After
+    this, `ATTACH 'ducklake:...'` (ours or dlt's, on any catalog and storage) and `LOAD spatial` work offline."""
     with _installed:
         missing = [name for name in BUNDLED if name not in _done]
         if not missing:
             return
-        rows = con.execute(
-            "select extension_name, extension_version from duckdb_extensions() where installed"
-        ).fetchall()
-        present = {name for name, _version in rows}
-        for name in missing:
-            if name not in present:
-                con.execute(f"force install '{bundled_extension_path(name)}'")
-            _done.add(name)
+        folder = extension_directory(con)
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / INSTALL_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # an install copies a few MB: wait for it, never time out
+            rows = con.execute("select extension_name from duckdb_extensions() where installed").fetchall()
+            present = {name for (name,) in rows}
+            for name in missing:
+                if name not in present:
+                    con.execute(f"force install '{bundled_extension_path(name)}'")
+                _done.add(name)
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
 
 
 def load_spatial(con: duckdb.DuckDBPyConnection) -> None:

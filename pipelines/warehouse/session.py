@@ -5,6 +5,11 @@ Python package, so the bundled extension binaries fit it) with auto-install off,
 lake attached READ_ONLY as `lake` and in use: `select * from ocean_tracking.containers` works at once. A
 read-only session never waits for a sync and never blocks one (see `store.py`). The extensions come from
 their PyPI wheels (`install_bundled_extensions`), so nothing is downloaded, here or in a firewalled CI.
+
+On the lake across hosts (a PostgreSQL catalog, files in S3-compatible storage) the session also needs the
+catalog's password and the storage's secret: those statements go to the command line in an init file only
+its owner can read, deleted when the session ends, never as arguments (which every user of the host sees
+in the process list). `--print-sql` shows them with the secrets blanked out.
 """
 
 from __future__ import annotations
@@ -14,14 +19,20 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
 from pipelines.errors import ConfigurationError
 from pipelines.settings import LAKE_NAME
+from pipelines.warehouse import postgres_catalog
 from pipelines.warehouse.extensions import offline_connection
-from pipelines.warehouse.store import WarehouseStore
+from pipelines.warehouse.storage import is_remote, storage_secret_statements
+from pipelines.warehouse.store import WarehouseStore, lake_data_path
 
 CLI_NAME = "duckdb"
 # What the command line is told first: never fetch an extension (they are installed from the wheels).
@@ -29,11 +40,40 @@ OFFLINE_STATEMENT = "SET autoinstall_known_extensions = false"
 OUTPUT_MODES = ("box", "csv", "json", "jsonlines", "line", "list", "markdown", "table")
 
 
+@dataclass(frozen=True)
+class SessionSql:
+    """The statements that make a session ready, and the secret values among them (a catalog password,
+    storage keys): when there are any, the statements never go on a command line nor to the screen."""
+
+    statements: list[str]
+    secrets: list[str] = field(default_factory=list)
+
+    def shown(self) -> list[str]:
+        """The statements with every secret blanked out (`***`)."""
+        return [postgres_catalog.redact(statement, *self.secrets) for statement in self.statements]
+
+
+def session_sql(store: WarehouseStore) -> SessionSql:
+    """The statements that make a DuckDB session ready on the lake: the storage secret when its files are
+    in object storage (from dlt's configuration, scoped to the data path the catalog keeps), spatial loaded
+    (GEOMETRY, ST_*), the lake attached read-only (its data path comes from the catalog) and in use."""
+    statements, secrets = ["LOAD spatial"], []
+    data_path = store.data_path if is_remote(store.data_path) else None
+    if data_path is None and store.catalog_on_postgres:
+        with store.connect(read_only=True) as con:
+            stored = lake_data_path(con)
+        data_path = stored if is_remote(stored) else None
+    if data_path is not None:
+        secret_statements, secrets = storage_secret_statements(data_path)
+        statements = ["LOAD httpfs", *secret_statements, *statements]
+    if store.catalog_on_postgres and (password := postgres_catalog.catalog_password(store.catalog)):
+        secrets = [*secrets, password]
+    return SessionSql([*statements, store.attach_sql(read_only=True), f"USE {LAKE_NAME}"], secrets)
+
+
 def session_statements(store: WarehouseStore) -> list[str]:
-    """The statements that make a DuckDB session ready on the lake: spatial loaded (GEOMETRY, ST_*), the
-    lake attached read-only (its data path comes from the catalog) and in use. Also what `--print-sql`
-    shows, for a user's own DuckDB."""
-    return ["LOAD spatial", store.attach_sql(read_only=True), f"USE {LAKE_NAME}"]
+    """The statements of `session_sql`, secrets included: for a DuckDB connection of this process."""
+    return session_sql(store).statements
 
 
 def find_duckdb_cli() -> Path:
@@ -61,23 +101,36 @@ def find_duckdb_cli() -> Path:
     return found
 
 
+@contextmanager
 def session_command(
     store: WarehouseStore, cli: Path, *, sql: str | None = None, mode: str | None = None
-) -> list[str]:
+) -> Iterator[list[str]]:
     """The command line that opens the session: interactive, or with `sql` one query run and printed
-    (stopping at the first error, the user's ~/.duckdbrc skipped) in `mode` (box, csv, json, ...)."""
+    (stopping at the first error, the user's ~/.duckdbrc skipped) in `mode` (box, csv, json, ...). With
+    secrets, the statements are in an owner-only init file (in place of ~/.duckdbrc) for the block."""
+    if mode is not None and mode not in OUTPUT_MODES:
+        raise ConfigurationError(f"Unknown output mode {mode!r}: use one of {', '.join(OUTPUT_MODES)}.")
+    ready = session_sql(store)
     command = [str(cli), ":memory:"]
-    if sql is not None:
-        command += ["-no-init", "-bail"]
-    if mode is not None:
-        if mode not in OUTPUT_MODES:
-            raise ConfigurationError(f"Unknown output mode {mode!r}: use one of {', '.join(OUTPUT_MODES)}.")
-        command.append(f"-{mode}")
-    for statement in (OFFLINE_STATEMENT, *session_statements(store)):
-        command += ["-cmd", statement]
-    if sql is not None:
-        command += ["-c", sql]
-    return command
+    with tempfile.TemporaryDirectory(prefix="lake-session-") as folder:  # created 0700: only its owner reads it
+        if ready.secrets:
+            init = Path(folder) / "init.sql"
+            lines = [f"{statement};" for statement in (OFFLINE_STATEMENT, *ready.statements)]
+            # the statements' own results (CREATE SECRET's "Success") are not the user's output
+            init.write_text("\n".join([".output /dev/null", *lines, ".output", ""]))
+            command += ["-init", str(init)]
+        elif sql is not None:
+            command.append("-no-init")
+        if sql is not None:
+            command.append("-bail")
+        if mode is not None:
+            command.append(f"-{mode}")
+        if not ready.secrets:
+            for statement in (OFFLINE_STATEMENT, *ready.statements):
+                command += ["-cmd", statement]
+        if sql is not None:
+            command += ["-c", sql]
+        yield command
 
 
 def run_session(store: WarehouseStore, *, sql: str | None = None, mode: str | None = None) -> int:
@@ -86,19 +139,23 @@ def run_session(store: WarehouseStore, *, sql: str | None = None, mode: str | No
     store.require_exists()
     cli = find_duckdb_cli()
     offline_connection().close()  # installs the bundled extensions where the command line finds them
-    command = session_command(store, cli, sql=sql, mode=mode)
-    if sql is not None:
-        return subprocess.run(command, check=False).returncode
-    # Ctrl-C cancels the query in DuckDB's shell; it must not end this process underneath it.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        return subprocess.run(command, check=False).returncode
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    with session_command(store, cli, sql=sql, mode=mode) as command:
+        if sql is not None:
+            return subprocess.run(command, check=False).returncode
+        # Ctrl-C cancels the query in DuckDB's shell; it must not end this process underneath it.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            return subprocess.run(command, check=False).returncode
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
 
 def print_sql(store: WarehouseStore) -> str:
-    """The statements for a user's own DuckDB (the same version, with the ducklake, sqlite and spatial
-    extensions installed: `lake session` installs them offline), one a line."""
-    lines = [f"{statement};" for statement in session_statements(store)]
+    """The statements for a user's own DuckDB (the same version, with the ducklake, sqlite (or postgres
+    and httpfs) and spatial extensions installed: `lake session` installs them offline), one a line;
+    secrets (the catalog's password, the storage keys) are shown as `***`, to be filled in by hand."""
+    ready = session_sql(store)
+    lines = [f"{' '.join(statement.split())};" for statement in ready.shown()]
+    if ready.secrets:
+        lines.insert(0, "-- replace each *** with your own password or key before running these")
     return "\n".join(lines)

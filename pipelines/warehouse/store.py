@@ -11,6 +11,13 @@ snapshots, and every reader sees each new snapshot without reconnecting. Measure
 the models, the exports, the write-back records, the checks, the analysts' session. Writers take one lock
 (`writing`), so a load, a model run, a maintenance run and a write-back publish never race a commit;
 readers take none.
+
+The lake across hosts is configuration only (dlt's own keys): a PostgreSQL catalog
+(`DESTINATION__DUCKLAKE__CREDENTIALS__CATALOG=postgresql://...`) and the data in S3-compatible object
+storage (`..._STORAGE__BUCKET_URL=s3://bucket/path/` and its `..._STORAGE__CREDENTIALS__*`). Then our
+connections create the same S3 secret dlt's loader does (`storage.py`), attach the catalog in the
+PostgreSQL schema dlt uses (`metadata_schema`), and the writer lock is a PostgreSQL advisory lock every
+host takes (`postgres_catalog.py`) instead of a local file.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from pipelines.errors import ConfigurationError
 from pipelines.settings import (
     DESTINATION_ENV,
     DUCKLAKE_CATALOG_ENV,
+    DUCKLAKE_METADATA_SCHEMA_KEY,
     DUCKLAKE_STORAGE_ENV,
     LAKE_NAME,
     default_destination,
@@ -37,8 +45,10 @@ from pipelines.settings import (
     ducklake_data_path,
     writeback_journal_path,
 )
+from pipelines.warehouse import postgres_catalog
 from pipelines.warehouse.extensions import load_spatial, offline_connection
 from pipelines.warehouse.locks import connect_waiting, exclusive_file_lock
+from pipelines.warehouse.storage import create_storage_secret, is_remote
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +72,8 @@ class WarehouseStore:
     catalog: str | None = None  # sqlite:///abs/catalog.sqlite, postgres:dbname=... (DuckLake)
     data_path: str | None = None  # the lake's Parquet files: a folder or an object-store URL
     duckdb_file: Path | None = None  # the plain DuckDB option
+    # the PostgreSQL schema of a server catalog: dlt's `metadata_schema`, by default the lake's name
+    metadata_schema: str = LAKE_NAME
 
     @property
     def is_lake(self) -> bool:
@@ -76,11 +88,19 @@ class WarehouseStore:
         return None
 
     @property
+    def catalog_on_postgres(self) -> bool:
+        """True when the lake's catalog is a PostgreSQL database (the lake across hosts)."""
+        return self.is_lake and postgres_catalog.is_postgres_catalog(self.catalog)
+
+    @property
     def place(self) -> str:
         """What to call the warehouse in messages and fingerprints (never a password)."""
         if not self.is_lake:
             return str(self.duckdb_file)
-        catalog = str(self.catalog_file) if self.catalog_file else _without_password(self.catalog or "")
+        if self.catalog_on_postgres:
+            catalog = postgres_catalog.catalog_identity(self.catalog, self.metadata_schema)
+        else:
+            catalog = str(self.catalog_file) if self.catalog_file else _without_password(self.catalog or "")
         return f"the DuckLake {catalog} (data in {self.data_path})"
 
     @property
@@ -99,6 +119,8 @@ class WarehouseStore:
         """True once a sync (or anything else) has created the warehouse."""
         if not self.is_lake:
             return self.duckdb_file.exists()
+        if self.catalog_on_postgres:
+            return postgres_catalog.catalog_exists(self.catalog, self.metadata_schema)
         return self.catalog_file.exists() if self.catalog_file else True
 
     def require_exists(self) -> None:
@@ -120,10 +142,13 @@ class WarehouseStore:
         if self.catalog_file:
             target = f"ducklake:sqlite:{self.catalog_file}"
             options.append(SQLITE_CATALOG_OPTIONS)
-        else:  # a PostgreSQL (or MySQL) catalog, named as dlt names it, in dlt's metadata schema
-            driver = self.catalog.split(":", 1)[0].replace("postgresql", "postgres")
+        elif self.catalog_on_postgres:  # in the PostgreSQL schema dlt's loader attaches it in
+            target = f"ducklake:postgres:{postgres_catalog.libpq_dsn(self.catalog)}"
+            options.append(f"METADATA_SCHEMA '{self.metadata_schema}'")
+        else:  # another server catalog (MySQL), named as dlt names it
+            driver = self.catalog.split(":", 1)[0]
             target = f"ducklake:{driver}:{self.catalog}"
-            options.append(f"METADATA_SCHEMA '{LAKE_NAME}'")
+            options.append(f"METADATA_SCHEMA '{self.metadata_schema}'")
         if read_only:
             options.append("READ_ONLY")
         return f"ATTACH '{target}' AS {LAKE_NAME} ({', '.join(options)})"
@@ -141,7 +166,13 @@ class WarehouseStore:
                     self.require_exists()
                 else:
                     self.create_folders()
-                con.execute(self.attach_sql(read_only=read_only))
+                if is_remote(self.data_path):
+                    create_storage_secret(con, self.data_path)
+                self._attach(con, read_only=read_only)
+                if read_only and self.catalog_on_postgres and not is_remote(self.data_path):
+                    stored = lake_data_path(con)  # a reader told only the catalog: the lake's own data path
+                    if is_remote(stored):
+                        create_storage_secret(con, stored)
                 if not read_only:
                     set_lake_options(con)
                 con.execute(f"use {LAKE_NAME}")
@@ -170,6 +201,27 @@ class WarehouseStore:
                     con.execute(f"use memory; detach {LAKE_NAME}")
             con.close()
 
+    def _attach(self, con: duckdb.DuckDBPyConnection, *, read_only: bool) -> None:
+        """Attach the lake on `con`; a failure on a server catalog is one line without its password."""
+        if not self.catalog_on_postgres:
+            con.execute(self.attach_sql(read_only=read_only))
+            return
+        try:
+            con.execute(self.attach_sql(read_only=read_only))
+        except duckdb.Error as error:
+            password = postgres_catalog.catalog_password(self.catalog)
+            reason = postgres_catalog.redact(str(error).strip().splitlines()[0], password)
+            raise ConfigurationError(f"Could not attach {self.place}: {reason}") from None
+
+    def create_if_missing(self) -> None:
+        """Create a lake on a server catalog (PostgreSQL) that no writer has created yet, under the writer
+        lock, so hosts starting at once create it once; before dlt's own connections touch it (its state
+        restore attaches with a data path, which would create the catalog unlocked). A lake on a SQLite
+        catalog is created by its first writer as before."""
+        if self.catalog_on_postgres and not self.exists():
+            with self.writing():
+                self.prepare_for_load()
+
     def prepare_for_load(self) -> None:
         """Create the lake if it is new and give it the writer's options (`set_lake_options`) before a
         load that writes it through its own connection (dlt's). Call inside `writing()`."""
@@ -184,7 +236,12 @@ class WarehouseStore:
         if not self.is_lake:
             yield
             return
-        with exclusive_file_lock(self.folder / WRITER_LOCK_NAME, f"the writer lock of {self.place}"):
+        what = f"the writer lock of {self.place}"
+        if self.catalog_on_postgres:  # writers on several hosts: a lock in the catalog's own server
+            with postgres_catalog.advisory_lock(self.catalog, self.metadata_schema, what):
+                yield
+            return
+        with exclusive_file_lock(self.folder / WRITER_LOCK_NAME, what):
             yield
 
 
@@ -196,6 +253,11 @@ def set_lake_options(con: duckdb.DuckDBPyConnection) -> None:
     for name, value in LAKE_WRITE_OPTIONS.items():
         if name not in current:
             con.execute(f"call {LAKE_NAME}.set_option('{name}', ?)", [value])
+
+
+def lake_data_path(con: duckdb.DuckDBPyConnection) -> str:
+    """The data path the attached lake keeps in its catalog (where its files are, whatever was configured)."""
+    return con.execute(f"select value from {LAKE_NAME}.options() where option_name = 'data_path'").fetchone()[0]
 
 
 def _without_password(url: str) -> str:
@@ -230,7 +292,8 @@ def ducklake_store(catalog: str | None = None, data_path: str | None = None) -> 
     data_path = _absolute(str(data_path or ducklake_data_path()))
     if "://" not in data_path:
         data_path = data_path.rstrip("/") + "/"
-    return WarehouseStore(catalog=catalog, data_path=data_path)
+    metadata_schema = dlt.config.get(DUCKLAKE_METADATA_SCHEMA_KEY) or LAKE_NAME
+    return WarehouseStore(catalog=catalog, data_path=data_path, metadata_schema=str(metadata_schema))
 
 
 def default_lake_in(data_dir: Path) -> WarehouseStore:
