@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, unquote
 
 from pipelines.settings import API_KEY_HELP, BASE_URL_ENV, DEFAULT_BASE_URL
 
@@ -271,3 +272,13 @@ class InputError(PipelineError):
 
 class ModelBuildError(PipelineError):
     """A dbt build of the analytics models failed: one line naming the model or test and what failed."""
+
+
+def redact(text: str, *secrets: str | None) -> str:
+    """`text` with every given secret (a password, a storage key) replaced by `***`, in the forms a driver may
+    echo it: as given, URL-decoded and URL-encoded. The one helper every error message about a connection uses."""
+    for secret in secrets:
+        if secret:
+            for form in sorted({secret, unquote(secret), quote(unquote(secret), safe="")}, key=len, reverse=True):
+                text = text.replace(form, "***")
+    return text

@@ -27,6 +27,7 @@ from typing import IO
 import pytest
 import requests
 
+from pipelines.settings import DUCKLAKE_STORAGE_ENV
 from tests.postgres_server import free_port
 
 MOTO_SERVER = Path(sys.executable).with_name("moto_server")
@@ -65,9 +66,9 @@ class S3Bucket:
 
     def dlt_env(self, prefix: str = "lake/") -> dict[str, str]:
         """dlt's own configuration keys that point its `ducklake` destination's data path at this bucket."""
-        storage = "DESTINATION__DUCKLAKE__CREDENTIALS__STORAGE"
+        storage = DUCKLAKE_STORAGE_ENV.removesuffix("__BUCKET_URL")
         return {
-            f"{storage}__BUCKET_URL": self.url(prefix),
+            DUCKLAKE_STORAGE_ENV: self.url(prefix),
             f"{storage}__CREDENTIALS__AWS_ACCESS_KEY_ID": self.access_key_id,
             f"{storage}__CREDENTIALS__AWS_SECRET_ACCESS_KEY": self.secret_access_key,
             f"{storage}__CREDENTIALS__ENDPOINT_URL": self.endpoint_url,

@@ -34,11 +34,11 @@ Selected by `limiter_url = "postgresql://user:password@host:port/database"`; the
 
 from __future__ import annotations
 
-from urllib.parse import quote, unquote, urlparse
+from urllib.parse import urlparse
 
 import psycopg2
 
-from pipelines.errors import PipelineError
+from pipelines.errors import PipelineError, redact
 from pipelines.settings import LIMITER_URL_ENV
 
 TABLE = "ocean_tracking_request_log"
@@ -171,7 +171,7 @@ class PostgresLog:
         """One line: where, what the driver said (first line, password scrubbed), what to do."""
         reason = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
         return LimiterDatabaseError(
-            f"Cannot use the rate limiter's PostgreSQL at {self.where} ({scrub(reason, self._dsn)}). Start the "
+            f"Cannot use the rate limiter's PostgreSQL at {self.where} ({redact(reason, urlparse(self._dsn).password)}). Start the "
             f"server, or fix {LIMITER_URL_ENV} (postgresql://user:password@host:port/database)."
         )
 
@@ -179,13 +179,3 @@ class PostgresLog:
         """Close the connection."""
         if not self._conn.closed:
             self._conn.close()
-
-
-def scrub(text: str, dsn: str) -> str:
-    """`text` with the URL's password (as given and decoded) replaced by `***`."""
-    password = urlparse(dsn).password
-    if not password:
-        return text
-    for form in {password, unquote(password), quote(unquote(password), safe="")}:
-        text = text.replace(form, "***")
-    return text

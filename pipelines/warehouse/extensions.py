@@ -9,19 +9,19 @@ download that hangs. The DuckDB command line finds the same binaries, so the ana
 
 Several processes starting at once on a fresh machine (a parallel test run, a Dagster run worker beside a
 CLI sync) would otherwise race: one copies a binary while another finds it half-written (`Extension
-".../ducklake.duckdb_extension" not found`). The check-and-install holds an exclusive `flock` on a file in
-the extension directory, so the second process waits and then finds every binary whole.
+".../ducklake.duckdb_extension" not found`). The check-and-install holds the project's one file lock (`locks.exclusive_file_lock`)
+in the extension directory, so the second process waits and then finds every binary whole.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 import threading
 from functools import cache
 from pathlib import Path
 
 import duckdb
+
+from pipelines.warehouse.locks import exclusive_file_lock
 
 # What every connection we or dlt open is configured with: never fetch an extension from the network.
 OFFLINE_CONFIG = {"autoinstall_known_extensions": False}
@@ -77,19 +77,14 @@ def install_bundled_extensions(con: duckdb.DuckDBPyConnection) -> None:
         missing = [name for name in BUNDLED if name not in _done]
         if not missing:
             return
-        folder = extension_directory(con)
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / INSTALL_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # an install copies a few MB: wait for it, never time out
+        lock = extension_directory(con) / INSTALL_LOCK_NAME
+        with exclusive_file_lock(lock, f"the DuckDB extension install lock {lock}"):
             rows = con.execute("select extension_name from duckdb_extensions() where installed").fetchall()
             present = {name for (name,) in rows}
             for name in missing:
                 if name not in present:
                     con.execute(f"force install '{bundled_extension_path(name)}'")
                 _done.add(name)
-        finally:
-            os.close(fd)  # closing the descriptor releases the lock
 
 
 def load_spatial(con: duckdb.DuckDBPyConnection) -> None:

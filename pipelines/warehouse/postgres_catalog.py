@@ -24,7 +24,7 @@ from contextlib import closing, contextmanager, suppress
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from pipelines.errors import ConfigurationError
+from pipelines.errors import ConfigurationError, redact
 from pipelines.warehouse.locks import Held, program_name, wait_for_lock
 
 logger = logging.getLogger(__name__)
@@ -107,14 +107,6 @@ def catalog_identity(catalog: str, metadata_schema: str) -> str:
 def advisory_key(identity: str) -> int:
     """The advisory lock's key: a signed 64-bit hash of the catalog's identity, the same on every host."""
     return int.from_bytes(hashlib.sha256(f"ocean-tracking writer|{identity}".encode()).digest()[:8], "big", signed=True)
-
-
-def redact(text: str, *secrets: str | None) -> str:
-    """`text` with every given secret replaced by `***`."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
 
 
 def connect(catalog: str, application_name: str | None = None) -> Any:

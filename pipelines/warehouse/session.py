@@ -27,7 +27,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.errors import ConfigurationError
+from pipelines.errors import ConfigurationError, redact
 from pipelines.settings import LAKE_NAME
 from pipelines.warehouse import postgres_catalog
 from pipelines.warehouse.extensions import offline_connection
@@ -50,7 +50,7 @@ class SessionSql:
 
     def shown(self) -> list[str]:
         """The statements with every secret blanked out (`***`)."""
-        return [postgres_catalog.redact(statement, *self.secrets) for statement in self.statements]
+        return [redact(statement, *self.secrets) for statement in self.statements]
 
 
 def session_sql(store: WarehouseStore) -> SessionSql:

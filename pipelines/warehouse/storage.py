@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import duckdb
 
-from pipelines.errors import ConfigurationError
+from pipelines.errors import ConfigurationError, redact
 from pipelines.settings import DUCKLAKE_STORAGE_SECTIONS
 
 SECRET_NAME = "lake_storage"
@@ -80,9 +80,7 @@ def create_storage_secret(con: duckdb.DuckDBPyConnection, data_path: str) -> Non
         try:
             con.execute(statement)
         except duckdb.Error as error:
-            reason = str(error).strip().splitlines()[0]
-            for value in secrets:
-                reason = reason.replace(value, "***")
+            reason = redact(str(error).strip().splitlines()[0], *secrets)
             raise ConfigurationError(
                 f"Could not create the DuckDB secret for the lake's data path {data_path}: {reason}"
             ) from None

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 import duckdb
 
-from pipelines.errors import ConfigurationError
+from pipelines.errors import ConfigurationError, redact
 from pipelines.settings import (
     DESTINATION_ENV,
     DUCKLAKE_CATALOG_ENV,
@@ -210,7 +210,7 @@ class WarehouseStore:
             con.execute(self.attach_sql(read_only=read_only))
         except duckdb.Error as error:
             password = postgres_catalog.catalog_password(self.catalog)
-            reason = postgres_catalog.redact(str(error).strip().splitlines()[0], password)
+            reason = redact(str(error).strip().splitlines()[0], password)
             raise ConfigurationError(f"Could not attach {self.place}: {reason}") from None
 
     def create_if_missing(self) -> None:
