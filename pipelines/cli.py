@@ -25,8 +25,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from pipelines.api.accounts import account_named
 from pipelines.api.client import OceanTrackingClient
-from pipelines.api.config import load_settings
+from pipelines.api.config import Settings, load_settings
 from pipelines.errors import PipelineError
 from pipelines.extract.item_issues import raise_if_excessive
 from pipelines.extract.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
@@ -34,6 +35,7 @@ from pipelines.geo.geoparquet import export_map_features_geoparquet
 from pipelines.lake_cli import register as register_lake
 from pipelines.refresh import refresh_from_notifications, refresh_maps
 from pipelines.settings import (
+    ACCOUNTS_ENV,
     API_KEY_ENV,
     DATASET_NAME,
     DEFAULT_BASE_URL,
@@ -63,8 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_account_arguments(sync)
     sync.add_argument("--no-maps", action="store_true", help="skip route maps")
     sync.add_argument("--no-models", action="store_true", help="load the raw tables only")
-    sync.add_argument("--geoparquet", type=Path, default=geoparquet_path(), help="where to write the map features")
+    sync.add_argument("--geoparquet", type=Path, default=None,
+                      help=f"where to write the map features (default {geoparquet_path()}; one file an account)")
     sync.add_argument("--no-progress", action="store_true", help="no live status line")
+    sync.add_argument("--adopt-new-key", action="store_true",
+                      help="the dataset was loaded with another key of this same account (a rotated key): take this one")
     sync.set_defaults(handler=run_sync)
     refresh = commands.add_parser(
         "refresh", help="load only what the journaled webhook notifications name (a targeted refresh)")
@@ -83,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_account_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that say which account to read and where to load it (`sync` and `refresh`)."""
+    parser.add_argument(
+        "--account", help=f"which of the accounts named in {ACCOUNTS_ENV} (its key, settings, dataset and models "
+        "schema); without accounts configured, the one account of [sources.ocean_tracking]")
     parser.add_argument("--base-url", help=f"API base URL ending in /v2 (default: config, else {DEFAULT_BASE_URL})")
     parser.add_argument(
         "--api-key", help=f"API key (prefer {API_KEY_ENV}: a key on the command line shows in `ps`)"
@@ -98,15 +106,25 @@ def add_account_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lake-url", default=str(lake_url()), help="bucket URL for --destination filesystem")
     parser.add_argument(
         "--dataset",
-        default=DATASET_NAME,
-        help=f"dataset (schema) of the raw tables (default {DATASET_NAME}); give each account its own",
+        default=None,
+        help=f"dataset (schema) of the raw tables (default {DATASET_NAME}, or {DATASET_NAME}_<account> with "
+        "--account); a dataset answers to one API key",
     )
+
+
+def account_settings(args: argparse.Namespace) -> tuple[Settings, Target]:
+    """The API settings of the account the options name, and the target its data goes to."""
+    account = account_named(args.account)
+    settings = load_settings(api_key=args.api_key, base_url=args.base_url, rate_window_seconds=args.rate_window,
+                             account=account)
+    target = resolve_target(args.destination, duckdb_file=args.duckdb, lake=args.lake_url,
+                            dataset_name=args.dataset or account.dataset_name)
+    return settings, target
 
 
 def run_refresh(args: argparse.Namespace) -> int:
     """Apply the webhook journal's pending notifications, or with `--maps` spend a budget on route maps."""
-    settings = load_settings(api_key=args.api_key, base_url=args.base_url, rate_window_seconds=args.rate_window)
-    target = resolve_target(args.destination, duckdb_file=args.duckdb, lake=args.lake_url, dataset_name=args.dataset)
+    settings, target = account_settings(args)
     with OceanTrackingClient(settings) as client:
         if args.maps is not None:
             maps = refresh_maps(client, target, args.maps, bound_seconds=args.bound_minutes * 60)
@@ -124,15 +142,16 @@ def run_refresh(args: argparse.Namespace) -> int:
 
 def run_sync(args: argparse.Namespace) -> int:
     """Run one sync and print the summary."""
-    settings = load_settings(api_key=args.api_key, base_url=args.base_url, rate_window_seconds=args.rate_window)
-    target = resolve_target(args.destination, duckdb_file=args.duckdb, lake=args.lake_url, dataset_name=args.dataset)
+    settings, target = account_settings(args)
     started = time.monotonic()
     show_progress = not args.no_progress and sys.stderr.isatty()
     with OceanTrackingClient(settings) as client, live_stats(client.stats, enabled=show_progress):
-        result = sync_account(client, target, include_maps=not args.no_maps, models=not args.no_models)
-    print_summary(target, result, time.monotonic() - started)
+        result = sync_account(client, target, include_maps=not args.no_maps, models=not args.no_models,
+                              adopt_key=args.adopt_new_key)
+    print_summary(target, result, time.monotonic() - started, settings.account.analytics_schema)
     if target.store is not None and not args.no_maps:
-        export = export_map_features_geoparquet(target.store, args.geoparquet, target.dataset_name)
+        export = export_map_features_geoparquet(target.store, args.geoparquet or geoparquet_path(settings.account),
+                                                target.dataset_name)
         if export:
             unchanged = "" if export.written else " (no map changed: left as it was)"
             console.print(f"GeoParquet of the map features: {export.path}{unchanged}")
@@ -142,7 +161,7 @@ def run_sync(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_summary(target: Target, result: SyncResult, seconds: float) -> None:
+def print_summary(target: Target, result: SyncResult, seconds: float, analytics_schema: str) -> None:
     """Rows per table and model, then what the sync spent of the rate budget."""
     if result.loaded.finished_pending_load:
         console.print("Finished the load an interrupted sync had left pending, then synced afresh.")
@@ -155,7 +174,7 @@ def print_summary(target: Target, result: SyncResult, seconds: float) -> None:
         for table, rows in result.row_counts.items():
             counts.add_row(f"{target.dataset_name}.{table}", f"{rows:,}")
         for model, rows in result.model_rows.items():
-            counts.add_row(f"analytics.{model}", f"{rows:,}")
+            counts.add_row(f"{analytics_schema}.{model}", f"{rows:,}")
         console.print(counts)
     stats = result.api_stats
     spent = Table(title="API requests spent")

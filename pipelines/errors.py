@@ -90,15 +90,19 @@ class ApiError(PipelineError):
         return "\n".join(lines)
 
 
+def rejected_key_hint(key_help: str = API_KEY_HELP) -> str:
+    """What to do about a rejected key set where `key_help` says (an account's own variable when named)."""
+    return (
+        f"The API key was rejected (missing, revoked, truncated or mistyped). Check the value of {key_help}: it "
+        "must be the raw key, without quotes, spaces or a 'Token'/'Bearer' prefix. A lost key cannot be shown "
+        "again; create a new one in the developer portal."
+    )
+
+
 class AuthenticationError(ApiError):
     """401: the API key was rejected."""
 
-    default_hint = (
-        "The API key was rejected (missing, revoked, truncated or mistyped). Check the value of "
-        f"{API_KEY_HELP}: it must be the raw key, "
-        "without quotes, spaces or a 'Token'/'Bearer' prefix. A lost key cannot be shown again; create a "
-        "new one in the developer portal."
-    )
+    default_hint = rejected_key_hint()
 
 
 class AuthorizationError(ApiError):
@@ -223,9 +227,11 @@ def describe_body(body: bytes, content_type: str | None) -> str:
 
 
 def error_from_response(
-    status: int, body: bytes, content_type: str | None, *, method: str, path: str, retry_after: float | None = None
+    status: int, body: bytes, content_type: str | None, *, method: str, path: str, retry_after: float | None = None,
+    key_help: str = API_KEY_HELP,
 ) -> ApiError:
-    """Map an HTTP error response to the matching ApiError subclass (the vendor SDK's mapping)."""
+    """Map an HTTP error response to the matching ApiError subclass (the vendor SDK's mapping); a 401 says to
+    check the key where `key_help` says it is set."""
     document: Any = None
     try:
         document = json.loads(body) if body else None
@@ -244,7 +250,7 @@ def error_from_response(
         )
     title = errors[0].title if errors else None
     if status == 401:
-        return AuthenticationError(title or "Unauthorized", **where)
+        return AuthenticationError(title or "Unauthorized", hint=rejected_key_hint(key_help), **where)
     if status == 403:
         text = " ".join(f"{e.title or ''} {e.detail or ''}" for e in errors)
         cls = FeatureNotEnabledError if _FEATURE_WORDS.search(text) or "map_geojson" in path else AuthorizationError

@@ -24,6 +24,7 @@ from pipelines.settings import (
     LAKE_RETENTION_ENV,
     WRITEBACK_JOURNAL_FILE_NAME,
     duckdb_path,
+    writeback_journal_location,
 )
 from pipelines.warehouse.backup import backup_lake, restore_lake
 from pipelines.warehouse.maintenance import maintain_lake
@@ -89,7 +90,10 @@ def run_lake_backup(args: argparse.Namespace) -> int:
     """Back up the configured lake and its write-back journal."""
     store = ducklake_store()
     report = backup_lake(store, args.destination, journal=store.journal_path)
-    journal = " and the write-back journal" if report.journal else " (no write-back journal yet)"
+    if not isinstance(writeback_journal_location(), Path):
+        journal = " (the write-back journal is in PostgreSQL: back it up with the server's own backups, pg_dump)"
+    else:
+        journal = " and the write-back journal" if report.journal else " (no write-back journal yet)"
     console.print(
         f"Backed up {escape(store.place)}: the catalog, {report.files} data files ({report.bytes:,} bytes)"
         f"{journal} into {escape(str(report.folder))} in {report.seconds:.1f}s.", soft_wrap=True,

@@ -82,7 +82,15 @@ def refresh_from_notifications(
     run_id: str | None = None,
 ) -> RefreshResult:
     """Load what the journal's pending notifications name (at most `limit` of them, oldest first) and mark
-    them applied; those whose shipment the service no longer has are marked failed, with why."""
+    them applied; those whose shipment the service no longer has are marked failed, with why. As the journal's
+    one consumer (`NotificationJournal.consuming`): two refreshes on any hosts never apply the same
+    notifications at once, nor an older one after a newer one."""
+    with journal.consuming():
+        return _refresh_from_notifications(client, target, journal, limit, pipelines_dir, run_id)
+
+
+def _refresh_from_notifications(client: OceanTrackingClient, target: Target, journal: NotificationJournal, limit: int,
+                                pipelines_dir: str | Path | None, run_id: str | None) -> RefreshResult:
     pending = journal.pending(limit)
     if not pending:
         return RefreshResult(None, api_stats=client.stats())
@@ -109,7 +117,7 @@ def refresh_from_notifications(
         loaded_event_ids=loaded_event_ids(pipeline, _container_ids(documents)),
         tracking_request_rows=tracking_rows,
     ).with_resources(*TARGETED_RESOURCES, "notified_tracking_requests")
-    loaded = load_account(pipeline, source, target)
+    loaded = load_account(pipeline, source, target, key_fingerprint=client.settings.api_key.fingerprint)
 
     failed = _failed_notices(notices, batch.unresolved, gone)
     applied = [notice_id for notice_id in batch.applied if notice_id not in failed]
@@ -197,4 +205,5 @@ def refresh_maps(client: OceanTrackingClient, target: Target, budget: int, *,
     if not plan.chosen:
         return MapRefreshResult(plan, None, client.stats())
     source = ocean_tracking(client=client, scheduled_maps=plan.chosen).with_resources("map_features")
-    return MapRefreshResult(plan, load_account(pipeline, source, target), client.stats())
+    loaded = load_account(pipeline, source, target, key_fingerprint=client.settings.api_key.fingerprint)
+    return MapRefreshResult(plan, loaded, client.stats())

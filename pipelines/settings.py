@@ -11,7 +11,9 @@ settings, `pipelines.warehouse` the destinations.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 # ---- the service -------------------------------------------------------------------------------------
@@ -35,7 +37,6 @@ REQUESTS_PER_MINUTE = 100  # the service's budget per account, in a rolling wind
 RATE_WINDOW_SECONDS = 60.0
 
 # ---- the warehouse -----------------------------------------------------------------------------------
-PIPELINE_NAME = SOURCE_NAME
 DATASET_NAME = SOURCE_NAME  # raw tables
 ANALYTICS_SCHEMA = "analytics"  # the SQL models
 WRITEBACK_SCHEMA = "writeback"  # write-back outcomes and audit log
@@ -49,6 +50,59 @@ DUCKLAKE_STORAGE_ENV = "DESTINATION__DUCKLAKE__CREDENTIALS__STORAGE__BUCKET_URL"
 # the lake's object storage (its `..._STORAGE__CREDENTIALS__*`), both dlt's own keys.
 DUCKLAKE_METADATA_SCHEMA_KEY = "destination.ducklake.credentials.metadata_schema"
 DUCKLAKE_STORAGE_SECTIONS = ("destination", "ducklake", "credentials", "storage")
+
+# ---- several accounts in one deployment -----------------------------------------------------------------
+# Unset: one account, configured under [sources.ocean_tracking], loaded into the names above. Set to names
+# (`emea,apac`): each account's key is `SOURCES__OCEAN_TRACKING__ACCOUNTS__<NAME>__API_KEY` (api_key under
+# [sources.ocean_tracking.accounts.<name>]; never the shared section's key), any other setting of the section
+# may be overridden there, and its data goes to a dataset and a models schema of its own (and so a dlt
+# pipeline of its own: the pipeline is named after its dataset, `pipelines.warehouse.destinations`).
+ACCOUNTS_ENV = "OCEAN_TRACKING_ACCOUNTS"
+ACCOUNTS_SECTION = "accounts"
+ACCOUNT_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,29}")
+
+
+@dataclass(frozen=True)
+class Account:
+    """One account of the service and the names its data lives under. `name` None is the single account of
+    a one-account setup, whose names are the defaults (`ocean_tracking`, `analytics`), so an existing
+    warehouse keeps its tables; a named account gets `ocean_tracking_<name>` and `analytics_<name>`."""
+
+    name: str | None = None
+
+    def _suffixed(self, base: str) -> str:
+        return base if self.name is None else f"{base}_{self.name}"
+
+    @property
+    def dataset_name(self) -> str:
+        """The schema of the account's raw tables."""
+        return self._suffixed(DATASET_NAME)
+
+    @property
+    def analytics_schema(self) -> str:
+        """The schema the account's models are built into."""
+        return self._suffixed(ANALYTICS_SCHEMA)
+
+    @property
+    def writeback_schema(self) -> str:
+        """The warehouse schema the account's write-back outcomes and audit log are published into."""
+        return self._suffixed(WRITEBACK_SCHEMA)
+
+    @property
+    def config_section(self) -> str:
+        """Where the account's own settings are read: its table under [sources.ocean_tracking.accounts]."""
+        return CONFIG_SECTION if self.name is None else f"{CONFIG_SECTION}.{ACCOUNTS_SECTION}.{self.name}"
+
+    @property
+    def api_key_env(self) -> str:
+        """The environment variable holding the account's key (named in messages, never its value)."""
+        return API_KEY_ENV if self.name is None else f"{ENV_PREFIX}{ACCOUNTS_SECTION.upper()}__{self.name.upper()}__API_KEY"
+
+    @property
+    def label(self) -> str:
+        """How messages name the account."""
+        return "the account" if self.name is None else f"account {self.name}"
+
 
 # ---- local files -------------------------------------------------------------------------------------
 DATA_DIR_ENV = "OCEAN_TRACKING_DATA_DIR"
@@ -105,9 +159,12 @@ def lake_url() -> Path:
     return data_dir() / "lake"
 
 
-def geoparquet_path() -> Path:
-    """The GeoParquet export of the map features: `<data_dir>/map_features.parquet`."""
-    return data_dir() / GEOPARQUET_FILE_NAME
+def geoparquet_path(account: Account | None = None) -> Path:
+    """The GeoParquet export of the map features: `<data_dir>/map_features.parquet`, or
+    `map_features_<account>.parquet` for a named account."""
+    if account is None or account.name is None:
+        return data_dir() / GEOPARQUET_FILE_NAME
+    return data_dir() / GEOPARQUET_FILE_NAME.replace(".parquet", f"_{account.name}.parquet")
 
 
 def maps_dir() -> Path:
@@ -115,21 +172,59 @@ def maps_dir() -> Path:
     return data_dir() / MAPS_DIR_NAME
 
 
-def writeback_journal_path(warehouse: Path | None = None) -> Path:
-    """The write-back journal (SQLite, WAL): $OCEAN_TRACKING_WRITEBACK_JOURNAL, else
+def _journal_url(env: str) -> str | None:
+    """The journal setting `env` when it is a PostgreSQL URL (`postgresql://` or `postgres://`), else None."""
+    configured = (os.environ.get(env) or "").strip()
+    return configured if configured.lower().startswith(("postgresql://", "postgres://")) else None
+
+
+def writeback_journal_path(warehouse: Path | None = None, account: Account | None = None) -> Path:
+    """The write-back journal's SQLite file (WAL): $OCEAN_TRACKING_WRITEBACK_JOURNAL, else
     `writeback_journal.sqlite` beside the warehouse file (`<data_dir>` when none is given). Its own file,
-    so a batch never holds the analysts' warehouse."""
+    so a batch never holds the analysts' warehouse. A named account has its own
+    (`writeback_journal_<account>.sqlite`, or the setting's name with that suffix): the journal is its
+    exactly-once record, and another account's identical row is not done yet. When the setting is a
+    PostgreSQL URL the journal is there (`writeback_journal_location`) and this is only where a SQLite one
+    would be: no file is used."""
     configured = os.environ.get(WRITEBACK_JOURNAL_ENV)
-    if configured:
-        return Path(configured)
-    return (warehouse.parent if warehouse is not None else data_dir()) / WRITEBACK_JOURNAL_FILE_NAME
+    if configured and _journal_url(WRITEBACK_JOURNAL_ENV) is None:
+        path = Path(configured)
+    else:
+        path = (warehouse.parent if warehouse is not None else data_dir()) / WRITEBACK_JOURNAL_FILE_NAME
+    if account is None or account.name is None:
+        return path
+    return path.with_name(f"{path.stem}_{account.name}{path.suffix}")
 
 
-def webhook_journal_path() -> Path:
-    """The webhook notification journal (SQLite, WAL): $OCEAN_TRACKING_WEBHOOK_JOURNAL, else
-    `<data_dir>/webhook_journal.sqlite`. Its own file, so the receiver never holds the analysts' warehouse."""
+def writeback_journal_location(warehouse: Path | None = None, account: Account | None = None) -> str | Path:
+    """Where the write-back journal lives: the PostgreSQL URL $OCEAN_TRACKING_WRITEBACK_JOURNAL names
+    (`postgresql://user:password@host:port/database`: one journal for every host, as on Kubernetes where each
+    run is its own pod; each account has its own schema there, see `pipelines.writeback.store.WritebackStore`),
+    else the account's SQLite file `writeback_journal_path(warehouse, account)`. The URL is a secret (it
+    holds a password): hand it to `pipelines.writeback.store.WritebackStore`, never to a log."""
+    return _journal_url(WRITEBACK_JOURNAL_ENV) or writeback_journal_path(warehouse, account)
+
+
+def webhook_journal_path(account: Account | None = None) -> Path:
+    """The webhook notification journal's SQLite file (WAL): $OCEAN_TRACKING_WEBHOOK_JOURNAL, else
+    `<data_dir>/webhook_journal.sqlite`. Its own file, so the receiver never holds the analysts' warehouse.
+    A named account has its own (`webhook_journal_<account>.sqlite`, or the setting's name with that suffix):
+    its own subscription, secret and receiver. When the setting is a PostgreSQL URL the journal is there
+    (`webhook_journal_location`) and this is only where a SQLite one would be: no file is used."""
     configured = os.environ.get(WEBHOOK_JOURNAL_ENV)
-    return Path(configured) if configured else data_dir() / WEBHOOK_JOURNAL_FILE_NAME
+    use_setting = configured and _journal_url(WEBHOOK_JOURNAL_ENV) is None
+    path = Path(configured) if use_setting else data_dir() / WEBHOOK_JOURNAL_FILE_NAME
+    if account is None or account.name is None:
+        return path
+    return path.with_name(f"{path.stem}_{account.name}{path.suffix}")
+
+
+def webhook_journal_location(account: Account | None = None) -> str | Path:
+    """Where the webhook notification journal lives: the PostgreSQL URL $OCEAN_TRACKING_WEBHOOK_JOURNAL names
+    (one journal for the receiver's pod and every run's pod; each account has its own schema there, see
+    `pipelines.webhooks.journal.NotificationJournal`), else the account's SQLite file `webhook_journal_path`.
+    The URL is a secret (it holds a password): never log it."""
+    return _journal_url(WEBHOOK_JOURNAL_ENV) or webhook_journal_path(account)
 
 
 def lock_timeout_seconds() -> float:

@@ -2,7 +2,9 @@
 
 `load_account` owns `pipeline.run`: it first finishes a load an interrupted run left behind (dlt keeps
 the package; its own `run` would load that package and return without extracting), then extracts,
-normalizes and loads afresh, then refreshes the derived views. Per-item requests that failed after their
+normalizes and loads afresh, then refreshes the derived views. It holds the dataset's sync lock throughout
+(a second run of the account, on any host, waits), and a dataset answers to one API key: the first load
+records the key's fingerprint in the dataset's dlt state, and another key is refused before it extracts. Per-item requests that failed after their
 retries were skipped and recorded (`sync_issues`); the load reports them, and fails the sync after loading
 when too many failed (`pipelines.extract.item_issues`). `sync_account` adds what the CLI does after a load
 and Dagster does as downstream assets: the analytics models.
@@ -24,16 +26,25 @@ from dlt.pipeline.exceptions import PipelineStepFailed
 from dlt.sources import DltSource
 
 from pipelines.api.client import OceanTrackingClient
+from pipelines.errors import ConfigurationError
 from pipelines.extract.item_issues import ItemIssuesReport, issues_of_load
 from pipelines.extract.source import history_without_scd2, ocean_tracking
 from pipelines.settings import SOURCE_NAME
 from pipelines.warehouse.destinations import Target, make_pipeline
-from pipelines.warehouse.locks import WarehouseLockedError, connect_waiting, locked_error
+from pipelines.warehouse.locks import WarehouseLockedError, connect_waiting, exclusive_file_lock, locked_error
 from pipelines.warehouse.models import build_models, build_models_in_postgres
 from pipelines.warehouse.postgis import is_postgres, publish_geometry_view, unreachable
+from pipelines.warehouse.store import SYNC_LOCK_WAIT_SECONDS
 from pipelines.warehouse.tables import create_geometry_view, table_row_counts
 
 logger = logging.getLogger(__name__)
+
+# Where the dataset's dlt state records which key loads it (a sha256 prefix, never the key).
+KEY_FINGERPRINT_STATE = "api_key_fingerprint"
+
+
+class DatasetOfAnotherKeyError(ConfigurationError):
+    """The dataset was loaded with another API key: most likely another account's data."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +152,44 @@ def gc_tuned(threshold: int = PAGE_LOOP_GC_THRESHOLD) -> Iterator[None]:
         gc.unfreeze()
 
 
-def load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target) -> Loaded:
+def claim_dataset(pipeline: dlt.Pipeline, key_fingerprint: str, *, adopt_key: bool = False) -> None:
+    """Make sure the dataset answers to this key before anything is extracted into it, and record the key on
+    its first load. The fingerprint lives in the dataset's dlt state (restored from the destination on
+    every host), so two accounts can never be merged into one dataset by a forgotten `--account` or
+    `--dataset`. A key rotated for the same account is taken with `adopt_key`."""
+    state = pipeline.state.get("sources", {}).get(SOURCE_NAME, {})
+    recorded = state.get(KEY_FINGERPRINT_STATE)
+    if recorded == key_fingerprint:
+        return
+    if recorded and not adopt_key:
+        raise DatasetOfAnotherKeyError(
+            f"Dataset {pipeline.dataset_name} was loaded with another API key (sha256:{recorded}) than this one "
+            f"(sha256:{key_fingerprint}), so it likely holds another account: give this account its own "
+            "(--account, or --dataset). If the same account's key was rotated, run once with --adopt-new-key.")
+    if recorded:
+        logger.warning("Dataset %s now answers to the key sha256:%s (was sha256:%s).", pipeline.dataset_name,
+                       key_fingerprint, recorded)
+    with pipeline.managed_state() as managed:  # extracted with the next package, so the destination keeps it
+        managed.setdefault("sources", {}).setdefault(SOURCE_NAME, {})[KEY_FINGERPRINT_STATE] = key_fingerprint
+
+
+@contextmanager
+def syncing(pipeline: dlt.Pipeline, target: Target) -> Iterator[None]:
+    """Hold the dataset's sync lock: the warehouse's (`WarehouseStore.syncing`), or for a server destination a
+    file lock beside the pipeline's working folder (one host; across hosts its own server serializes the
+    commits)."""
+    if target.store is not None:
+        with target.store.syncing(target.dataset_name):
+            yield
+        return
+    lock = Path(pipeline.pipelines_dir) / f"{pipeline.pipeline_name}.sync.lock"
+    with exclusive_file_lock(lock, f"the sync lock of dataset {target.dataset_name} (another run of this account)",
+                             timeout=SYNC_LOCK_WAIT_SECONDS):
+        yield
+
+
+def load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target, *, key_fingerprint: str,
+                 adopt_key: bool = False) -> Loaded:
     """Load one sync of `source` into `target`: finish a pending load, extract afresh, refresh the views.
 
     dlt's `run`, in its steps (restore the state, extract, normalize, load), so that only the load holds
@@ -149,16 +197,20 @@ def load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target) -> L
     (`raise_if_excessive`): after it has reported what loaded. A plain DuckDB file another process holds
     is waited for (bounded) before any request is spent, and reported as held, not as dlt's connection
     failure; a server destination (PostgreSQL) that cannot be reached is one line naming its host and port.
-    After a load into PostgreSQL the PostGIS view of the map features is refreshed (`publish_geometry_view`)."""
+    After a load into PostgreSQL the PostGIS view of the map features is refreshed (`publish_geometry_view`).
+    All of it under the dataset's sync lock (`syncing`); the key is checked against the dataset's
+    (`claim_dataset`) once the state is restored, before the extraction."""
     try:
-        return _load_account(pipeline, source, target)
+        with syncing(pipeline, target):
+            return _load_account(pipeline, source, target, key_fingerprint, adopt_key)
     except Exception as error:
         if (reason := unreachable(pipeline, error)) is None:
             raise
         raise reason from None
 
 
-def _load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target) -> Loaded:
+def _load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target, key_fingerprint: str,
+                  adopt_key: bool) -> Loaded:
     store = target.store
     if store is not None and not store.is_lake:
         connect_waiting(store.duckdb_file).close()
@@ -170,6 +222,7 @@ def _load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target) -> 
     try:
         if pipeline.config.restore_from_destination:
             pipeline.sync_destination()
+        claim_dataset(pipeline, key_fingerprint, adopt_key=adopt_key)
         with gc_tuned():
             pipeline.extract(source, loader_file_format="parquet")
         pipeline.normalize()
@@ -197,21 +250,27 @@ def sync_account(
     map_refresh_seconds: float = 3600.0,
     pipelines_dir: str | Path | None = None,
     models: bool = True,
+    adopt_key: bool = False,
 ) -> SyncResult:
     """Extract the whole account through `client` into `target`, then build the analytics models.
 
     Models are built by `dbt build` on the embedded warehouse (a DuckLake or a DuckDB file) and on
     PostgreSQL; other destinations get the raw tables only (run dbt there by hand, see sql/README.md). Too many failed items do not raise here: the caller reports the sync, then calls
-    `raise_if_excessive(result.loaded.issues)`."""
+    `raise_if_excessive(result.loaded.issues)`. The models go to the schema of the client's account
+    (`analytics`, or `analytics_<account>`)."""
     pipeline = make_pipeline(target, pipelines_dir)
     source = ocean_tracking(client=client, include_maps=include_maps, map_refresh_seconds=map_refresh_seconds)
-    result = SyncResult(load_account(pipeline, source, target), client.stats())
+    loaded = load_account(pipeline, source, target, key_fingerprint=client.settings.api_key.fingerprint,
+                          adopt_key=adopt_key)
+    result = SyncResult(loaded, client.stats())
     store = target.store
+    schema = client.settings.account.analytics_schema
     if store is not None:
         if models:
-            result.model_rows = build_models(store, app_url=client.settings.app_url, raw_schema=target.dataset_name)
+            result.model_rows = build_models(store, app_url=client.settings.app_url, raw_schema=target.dataset_name,
+                                             analytics_schema=schema)
         result.row_counts = table_row_counts(store, target.dataset_name)
     elif models and is_postgres(pipeline):
         result.model_rows = build_models_in_postgres(pipeline, app_url=client.settings.app_url,
-                                                     raw_schema=target.dataset_name)  # fmt: skip
+                                                     raw_schema=target.dataset_name, analytics_schema=schema)
     return result

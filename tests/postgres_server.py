@@ -23,7 +23,8 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -198,3 +199,24 @@ def postgres_database(postgres_server: PostgresServer) -> Iterator[PostgresDatab
         yield database
     finally:
         postgres_server.drop_database(database.name)
+
+
+def start_at_once(work: Callable[[int], None], starters: int = 8) -> list[BaseException]:
+    """Run `work(0..starters-1)` on that many threads released together (hosts starting against one fresh
+    database at the same instant); return what they raised."""
+    barrier = threading.Barrier(starters)
+    failures: list[BaseException] = []
+
+    def start(worker: int) -> None:
+        barrier.wait()
+        try:
+            work(worker)
+        except BaseException as error:  # collected for the caller to assert
+            failures.append(error)
+
+    threads = [threading.Thread(target=start, args=(worker,)) for worker in range(starters)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return failures

@@ -37,7 +37,7 @@ from requests.auth import AuthBase
 from requests.exceptions import ChunkedEncodingError, ContentDecodingError, Timeout
 from requests.utils import rewind_body
 
-from pipelines.api.config import ApiKey, Settings, load_settings
+from pipelines.api.config import ApiKey, Settings, api_key_help, load_settings
 from pipelines.api.ratelimit import SlidingWindowLimiter, bucket_for
 from pipelines.api.retry import RetryingClient, excuse, never_sent, parsed_body
 from pipelines.errors import (
@@ -358,7 +358,8 @@ class OceanTrackingClient:
         ctype = response.headers.get("Content-Type")
         if status >= 300:
             raise error_from_response(
-                status, response.content, ctype, method=method, path=path, retry_after=_retry_after(response)
+                status, response.content, ctype, method=method, path=path, retry_after=_retry_after(response),
+                key_help=api_key_help(self.settings.account),
             )
         if not response.content:
             if empty_ok:

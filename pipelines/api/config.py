@@ -26,6 +26,7 @@ from pipelines.api.ratelimit import LimiterUrl
 from pipelines.api.unknown_settings import unknown_settings
 from pipelines.errors import ConfigurationError
 from pipelines.settings import (
+    ACCOUNTS_SECTION,
     API_KEY_HELP,
     CONFIG_SECTION,
     DEFAULT_APP_URL,
@@ -34,6 +35,7 @@ from pipelines.settings import (
     LIMITER_URL_ENV,
     RATE_WINDOW_SECONDS,
     WEBHOOK_SECRET_KEY,
+    Account,
 )
 from pipelines.settings import (
     limiter_path as default_limiter_path,
@@ -76,13 +78,14 @@ def key_fingerprint(raw: str) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:12]
 
 
-def validate_api_key(raw: Any) -> ApiKey:
+def validate_api_key(raw: Any, account: Account | None = None) -> ApiKey:
     """Check the key's shape before any request; say what is wrong and what to do, never echo the key."""
-    where = f"Set {API_KEY_HELP}"
+    where = f"Set {api_key_help(account or Account())}"
     if isinstance(raw, ApiKey):
         raw = raw.reveal()
     if raw is None or (isinstance(raw, str) and raw == ""):
-        raise ConfigurationError(f"The API key is missing or empty. {where} to the key from the developer portal.")
+        owner = "" if account is None or account.name is None else f" of {account.label}"
+        raise ConfigurationError(f"The API key{owner} is missing or empty. {where} to the key from the developer portal.")
     if not isinstance(raw, str):
         raise ConfigurationError(f"The API key must be a string, got {type(raw).__name__}. {where}.")
     if raw != raw.strip():
@@ -104,6 +107,13 @@ def validate_api_key(raw: Any) -> ApiKey:
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in raw):
         raise ConfigurationError(f"The API key contains control characters. {where}.")
     return ApiKey(raw)
+
+
+def api_key_help(account: Account) -> str:
+    """Where the key of `account` is set, for messages."""
+    if account.name is None:
+        return API_KEY_HELP
+    return f"{account.api_key_env} (or api_key under [{account.config_section}] in .dlt/secrets.toml)"
 
 
 @dataclass(frozen=True)
@@ -147,6 +157,8 @@ class Settings:
     limiter_path: Path = field(default_factory=default_limiter_path)
     #: the limiter's PostgreSQL log; None: the SQLite file `limiter_path` (a `sqlite:///` URL is stored there)
     limiter_url: LimiterUrl | None = None
+    #: whose key this is: where its settings were read and where its data goes
+    account: Account = field(default_factory=Account)
 
     @property
     def limiter_location(self) -> LimiterUrl:
@@ -182,16 +194,27 @@ SOURCE_ARGUMENTS = ("client", "include_maps", "map_refresh_seconds", "tracking_r
                     "shipment_documents", "loaded_event_ids", "scheduled_maps", "tracking_request_rows")  # fmt: skip
 #: every setting the product reads under [sources.ocean_tracking]
 KNOWN_SETTINGS = frozenset({"api_key", "base_url", "app_url", WEBHOOK_SECRET_KEY, *_OPTIONAL, *_LIMITER,
-                            *SOURCE_ARGUMENTS})  # fmt: skip
+                            *SOURCE_ARGUMENTS, ACCOUNTS_SECTION})  # fmt: skip
+# Settings that belong to one account and are never taken from the shared section for another.
+ACCOUNT_ONLY_SETTINGS = frozenset({"api_key", WEBHOOK_SECRET_KEY})
 _reported: set[str] = set()
 
 
-def lookup_setting(name: str, secret: bool = False) -> Any:
+def lookup_setting(name: str, secret: bool = False, account: Account | None = None) -> Any:
     """A setting of the `[sources.ocean_tracking]` section the dlt way (environment, then `.dlt/` TOML files);
-    `secret` reads secrets (the API key, the webhook secret). A malformed TOML file is one line saying so."""
+    `secret` reads secrets (the API key, the webhook secret). For a named account its own table
+    `[sources.ocean_tracking.accounts.<name>]` comes first, then the shared section, except for the key and
+    the webhook secret, which only its own table gives. A malformed TOML file is one line saying so."""
     provider = dlt.secrets if secret else dlt.config
+    sections = [CONFIG_SECTION]
+    if account is not None and account.name is not None:
+        sections = [account.config_section] if name in ACCOUNT_ONLY_SETTINGS else [account.config_section, CONFIG_SECTION]
     try:
-        return provider.get(f"{CONFIG_SECTION}.{name}")
+        for section in sections:
+            value = provider.get(f"{section}.{name}")
+            if value is not None:
+                return value
+        return None
     except TomlProviderReadException as error:
         raise ConfigurationError(malformed_config_message(error)) from None
 
@@ -216,12 +239,12 @@ def report_unknown_settings() -> None:
             logger.warning(line)
 
 
-def _resolve_limiter(overrides: dict[str, Any]) -> dict[str, Any]:
+def _resolve_limiter(overrides: dict[str, Any], account: Account) -> dict[str, Any]:
     """Where the limiter's log lives, as Settings fields. Given arguments win; else the dlt config. `limiter_url`
     and the older `limiter_path` (a SQLite file) name one place: both set must agree."""
     url, path = overrides.get("limiter_url"), overrides.get("limiter_path")
     if url is None and path is None:
-        url, path = lookup_setting("limiter_url"), lookup_setting("limiter_path")
+        url, path = lookup_setting("limiter_url", account=account), lookup_setting("limiter_path", account=account)
     if url is None and path is None:
         return {}
     parsed = LimiterUrl(url) if url is not None else None
@@ -255,30 +278,34 @@ def load_settings(
     api_key: str | ApiKey | None = None,
     base_url: str | None = None,
     app_url: str | None = None,
+    *,
+    account: Account | None = None,
     **overrides: Any,
 ) -> Settings:
-    """Resolve settings: explicit arguments, else dlt config/secrets, else defaults; validate the key. Settings
-    under [sources.ocean_tracking] the product does not read are reported (`report_unknown_settings`)."""
+    """Resolve settings: explicit arguments, else dlt config/secrets, else defaults; validate the key. A named
+    `account` reads its own table first (`lookup_setting`). Settings under [sources.ocean_tracking] the product
+    does not read are reported (`report_unknown_settings`)."""
     report_unknown_settings()
-    raw_key = api_key if api_key is not None else lookup_setting("api_key", secret=True)
-    key = validate_api_key(raw_key)
-    base = _check_url("base_url", base_url or lookup_setting("base_url") or DEFAULT_BASE_URL)
-    app = _check_url("app_url", app_url or lookup_setting("app_url") or DEFAULT_APP_URL)
+    account = account or Account()
+    raw_key = api_key if api_key is not None else lookup_setting("api_key", secret=True, account=account)
+    key = validate_api_key(raw_key, account)
+    base = _check_url("base_url", base_url or lookup_setting("base_url", account=account) or DEFAULT_BASE_URL)
+    app = _check_url("app_url", app_url or lookup_setting("app_url", account=account) or DEFAULT_APP_URL)
     unknown = set(overrides) - set(_OPTIONAL) - set(_LIMITER)
     if unknown:
         raise ConfigurationError(f"Unknown settings: {', '.join(sorted(unknown))}.")
-    values: dict[str, Any] = _resolve_limiter(overrides)
+    values: dict[str, Any] = _resolve_limiter(overrides, account)
     for name, cast in _OPTIONAL.items():
         value = overrides.get(name)
         if value is None:
-            value = lookup_setting(name)
+            value = lookup_setting(name, account=account)
         if value is None:
             continue
         try:
             values[name] = cast(value)
         except (TypeError, ValueError) as exc:
             raise ConfigurationError(f"{CONFIG_SECTION}.{name} must be a {cast.__name__}.") from exc
-    settings = replace(Settings(api_key=key, base_url=base, app_url=app), **values)
+    settings = replace(Settings(api_key=key, base_url=base, app_url=app, account=account), **values)
     if settings.max_attempts < 1:
         raise ConfigurationError("max_attempts must be at least 1.")
     if min(settings.connect_timeout, settings.read_timeout, settings.request_deadline) <= 0:

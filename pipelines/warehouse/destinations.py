@@ -22,7 +22,7 @@ from dlt.common.pipeline import get_dlt_pipelines_dir
 
 from pipelines import settings
 from pipelines.errors import ConfigurationError
-from pipelines.settings import DATASET_NAME, LAKE_NAME, PIPELINE_NAME, lake_url
+from pipelines.settings import DATASET_NAME, LAKE_NAME, lake_url
 from pipelines.warehouse.extensions import OFFLINE_CONFIG
 from pipelines.warehouse.postgres_catalog import as_url
 from pipelines.warehouse.store import WarehouseStore, duckdb_store, ducklake_store
@@ -131,15 +131,16 @@ def make_pipeline(target: Target, pipelines_dir: str | Path | None = None) -> dl
     Each target gets its own working folder under `pipelines_dir` (when None: $OCEAN_TRACKING_PIPELINES_DIR,
     else dlt's default folder): the
     folder holds incremental cursors and pending load packages, and a cursor kept for one warehouse must
-    never decide what another receives. The pipeline name stays the same everywhere, because dlt restores
-    the state from the destination by that name."""
+    never decide what another receives. The pipeline is named after its dataset (`ocean_tracking` by
+    default, `ocean_tracking_<account>` for a named account): dlt restores the state from the destination by
+    that name, so every host finds it, and two datasets never share one pipeline's state."""
     os.environ.setdefault("NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_LOAD_ID", "true")
     os.environ.setdefault("RUNTIME__DLTHUB_TELEMETRY", "false")
     # a loaded package keeps its schema and state (small), not its data files: the disk stays flat
     os.environ.setdefault("LOAD__DELETE_COMPLETED_JOBS", "true")
     base = Path(pipelines_dir) if pipelines_dir else settings.pipelines_dir(default=Path(get_dlt_pipelines_dir()))
     return dlt.pipeline(
-        pipeline_name=PIPELINE_NAME,
+        pipeline_name=target.dataset_name,
         destination=target.destination,
         dataset_name=target.dataset_name,
         pipelines_dir=str(base / target_fingerprint(target)),

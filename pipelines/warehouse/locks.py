@@ -68,7 +68,8 @@ def wait_for_lock(
                     f"or wait longer with {LOCK_TIMEOUT_ENV}."
                 ) from None
             if not announced:
-                logger.warning("Waiting for %s: held by %s (up to %gs).", what, held.holder, timeout)
+                bound = "until it is released" if timeout == float("inf") else f"up to {timeout:g}s"
+                logger.warning("Waiting for %s: held by %s (%s).", what, held.holder, bound)
                 announced = True
             time.sleep(POLL_SECONDS)
 

@@ -75,10 +75,12 @@ def dbt_target(store: WarehouseStore) -> str:
     return "ducklake" if store.is_lake else "duckdb"
 
 
-def dbt_vars(store: WarehouseStore, *, app_url: str, raw_schema: str = DATASET_NAME) -> dict[str, str]:
+def dbt_vars(store: WarehouseStore, *, app_url: str, raw_schema: str = DATASET_NAME,
+             analytics_schema: str = ANALYTICS_SCHEMA) -> dict[str, str]:
     """The `--vars` of a build in `store`: the deep links' `app_url`, the schema dlt loaded the raw
-    tables into, and where the warehouse is (the profile's defaults are only for runs by hand)."""
-    common = {"app_url": app_url, "raw_schema": raw_schema}
+    tables into, the schema the models go to (one an account), and where the warehouse is (the profile's
+    defaults are only for runs by hand)."""
+    common = {"app_url": app_url, "raw_schema": raw_schema, "analytics_schema": analytics_schema}
     if store.is_lake:
         return {**common, "lake_catalog": store.catalog or "", "lake_data_path": store.data_path or ""}
     return {**common, "duckdb_path": str(store.duckdb_file.resolve())}
@@ -182,28 +184,29 @@ def _environment(variables: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def build_models_in_postgres(pipeline: dlt.Pipeline, *, app_url: str, raw_schema: str = DATASET_NAME) -> dict[str, int]:
+def build_models_in_postgres(pipeline: dlt.Pipeline, *, app_url: str, raw_schema: str = DATASET_NAME,
+                             analytics_schema: str = ANALYTICS_SCHEMA) -> dict[str, int]:
     """`dbt build --target postgres` on the PostgreSQL database `pipeline` loads (its own credentials),
     after a sync there: the same models and tests as on the embedded warehouse, the geometry through
     PostGIS. Returns the rows of every model; a failing model or test raises one line."""
     credentials = pipeline.destination_client().config.credentials
-    variables = {"app_url": app_url, "raw_schema": raw_schema}
+    variables = {"app_url": app_url, "raw_schema": raw_schema, "analytics_schema": analytics_schema}
     with _environment(postgres_profile_env(credentials)):
         run_dbt(dbt_args("build", target="postgres", variables=variables))
     names = [model.name for model in project_models()]
     with pipeline.sql_client() as client:
         built = {row[0] for row in client.execute_sql(
-            "select table_name from information_schema.tables where table_schema = %s", ANALYTICS_SCHEMA)}
-        return {name: client.execute_sql(f'select count(*) from {ANALYTICS_SCHEMA}."{name}"')[0][0]
+            "select table_name from information_schema.tables where table_schema = %s", analytics_schema)}
+        return {name: client.execute_sql(f'select count(*) from {analytics_schema}."{name}"')[0][0]
                 for name in names if name in built}  # fmt: skip
 
 
 def build_models(store: WarehouseStore, *, app_url: str, select: list[str] | None = None,
-                 raw_schema: str = DATASET_NAME) -> dict[str, int]:
+                 raw_schema: str = DATASET_NAME, analytics_schema: str = ANALYTICS_SCHEMA) -> dict[str, int]:
     """`dbt build` (every model, then its tests, upstream first) into `store` under its writer lock;
     returns the rows of every model in the warehouse after it. A failing model or test raises one line
     (`ModelBuildError`)."""
-    variables = dbt_vars(store, app_url=app_url, raw_schema=raw_schema)
+    variables = dbt_vars(store, app_url=app_url, raw_schema=raw_schema, analytics_schema=analytics_schema)
     with store.writing():
         run_dbt(dbt_args("build", target=dbt_target(store), variables=variables, select=select))
     names = [model.name for model in project_models()]
@@ -212,11 +215,11 @@ def build_models(store: WarehouseStore, *, app_url: str, select: list[str] | Non
             row[0]
             for row in con.execute(
                 "select table_name from information_schema.tables where table_schema = ? and table_catalog = current_database()",
-                [ANALYTICS_SCHEMA],
+                [analytics_schema],
             ).fetchall()
         }
         return {
-            name: con.execute(f'select count(*) from {ANALYTICS_SCHEMA}."{name}"').fetchone()[0]
+            name: con.execute(f'select count(*) from {analytics_schema}."{name}"').fetchone()[0]
             for name in names
             if name in built
         }

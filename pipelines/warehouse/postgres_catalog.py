@@ -104,9 +104,10 @@ def catalog_identity(catalog: str, metadata_schema: str) -> str:
     return f"postgres://{host}:{parts.get('port') or 5432}/{parts.get('dbname') or parts.get('user') or ''}#{metadata_schema}"
 
 
-def advisory_key(identity: str) -> int:
-    """The advisory lock's key: a signed 64-bit hash of the catalog's identity, the same on every host."""
-    return int.from_bytes(hashlib.sha256(f"ocean-tracking writer|{identity}".encode()).digest()[:8], "big", signed=True)
+def advisory_key(identity: str, purpose: str = "writer") -> int:
+    """An advisory lock's key: a signed 64-bit hash of what it guards (`purpose`: the lake's `writer` lock,
+    or one dataset's `sync`) and the catalog's identity, the same on every host."""
+    return int.from_bytes(hashlib.sha256(f"ocean-tracking {purpose}|{identity}".encode()).digest()[:8], "big", signed=True)
 
 
 def connect(catalog: str, application_name: str | None = None) -> Any:
@@ -150,10 +151,12 @@ def _holder(cursor: Any, key: int) -> str:
 
 
 @contextmanager
-def advisory_lock(catalog: str, metadata_schema: str, what: str, *, timeout: float | None = None) -> Iterator[None]:
-    """Hold the lake's writer lock (a session advisory lock on the catalog's database) for the block,
-    waiting (bounded by the lock timeout, naming the holder) while another process on any host holds it."""
-    key = advisory_key(catalog_identity(catalog, metadata_schema))
+def advisory_lock(catalog: str, metadata_schema: str, what: str, *, timeout: float | None = None,
+                  purpose: str = "writer") -> Iterator[None]:
+    """Hold a session advisory lock on the catalog's database for the block: the lake's writer lock, or with
+    `purpose` `sync|<dataset>` one dataset's sync lock. Waits (bounded by `timeout`, default the lock timeout,
+    naming the holder) while another process on any host holds it."""
+    key = advisory_key(catalog_identity(catalog, metadata_schema), purpose)
     me = f"process {os.getpid()} ({program_name()}) on {socket.gethostname()}"
     con = connect(catalog, application_name=me)
     try:

@@ -56,6 +56,9 @@ logger = logging.getLogger(__name__)
 # never block the writer, and a busy timeout, so a reader waits out a commit instead of failing.
 SQLITE_CATALOG_OPTIONS = "META_JOURNAL_MODE 'WAL', META_BUSY_TIMEOUT 10000"
 WRITER_LOCK_NAME = "writer.lock"
+# One run per dataset of a warehouse at a time, on any host (`WarehouseStore.syncing`): waited for as long as
+# the other run takes, never given up on.
+SYNC_LOCK_WAIT_SECONDS = float("inf")
 # Options a writer sets on the lake (kept in its catalog, so dlt's own load connections use them too).
 # DuckDB's Parquet writer holds a whole row group in memory until it is written: DuckLake's default of
 # 122,880 rows made a 10k-shipment first load peak at +236 MiB for `map_features` (route geometries) and
@@ -228,6 +231,22 @@ class WarehouseStore:
         if self.is_lake:
             with self.connect():
                 pass
+
+    @contextmanager
+    def syncing(self, dataset_name: str) -> Iterator[None]:
+        """Hold the sync lock of one dataset of this warehouse for the block: a second run of the same
+        account (on this host or, with a PostgreSQL catalog, any host) waits for the first to finish instead
+        of extracting the same changes and merging them at the same time. Runs of other datasets never wait
+        for it. Kept apart from the writer lock, which every dataset's loads share for their commits only."""
+        what = f"the sync lock of dataset {dataset_name} in {self.place} (another run of this account)"
+        if self.catalog_on_postgres:
+            with postgres_catalog.advisory_lock(self.catalog, self.metadata_schema, what,
+                                                timeout=SYNC_LOCK_WAIT_SECONDS, purpose=f"sync|{dataset_name}"):
+                yield
+            return
+        name = f"{self.duckdb_file.name}." if not self.is_lake else ""
+        with exclusive_file_lock(self.folder / f"{name}sync.{dataset_name}.lock", what, timeout=SYNC_LOCK_WAIT_SECONDS):
+            yield
 
     @contextmanager
     def writing(self) -> Iterator[None]:

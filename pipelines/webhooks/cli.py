@@ -1,8 +1,8 @@
 """The `webhooks` commands of `python -m pipelines`: receive, register and watch the service's webhooks.
 
-    webhooks serve [--host 127.0.0.1] [--port 8765] [--path /webhooks/terminal49] [--journal PATH]
+    webhooks serve [--host 127.0.0.1] [--port 8765] [--path /webhooks/terminal49] [--journal PATH|URL]
     webhooks register --url https://... [--events e1,e2] [--secrets-file .dlt/secrets.toml]
-    webhooks status [--journal PATH]
+    webhooks status [--journal PATH|URL]
 
 `register(commands)` adds the group; each subcommand sets `handler`, which `pipelines.cli.main` calls
 (errors the user can act on are one line, exit 2). No command prints the webhook secret.
@@ -31,8 +31,9 @@ from pipelines.settings import (
     WEBHOOK_PATH,
     WEBHOOK_PORT,
     WEBHOOK_SECRET_KEY,
-    webhook_journal_path,
+    webhook_journal_location,
 )
+from pipelines.warehouse.journals import describe
 from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import serve
 from pipelines.webhooks.registration import register_webhook, store_secret
@@ -45,13 +46,14 @@ def register(commands: argparse._SubParsersAction) -> argparse._SubParsersAction
     """Add the `webhooks` group and its subcommands to the `python -m pipelines` parser."""
     group = commands.add_parser("webhooks", help="receive, register and watch the service's webhooks")
     sub = group.add_subparsers(dest="webhooks_command", required=True)
-    journal_help = f"the notification journal (default: {WEBHOOK_JOURNAL_ENV}, else <data dir>/webhook_journal.sqlite)"
+    journal_help = (f"the notification journal: a SQLite file or a postgresql:// URL (default: {WEBHOOK_JOURNAL_ENV}, "
+                    "else <data dir>/webhook_journal.sqlite; prefer the variable for a URL with a password)")
 
     run = sub.add_parser("serve", help="receive deliveries: verify each signature and journal it")
     run.add_argument("--host", default=WEBHOOK_HOST, help=f"address to listen on (default {WEBHOOK_HOST})")
     run.add_argument("--port", type=int, default=WEBHOOK_PORT, help=f"port (default {WEBHOOK_PORT})")
     run.add_argument("--path", default=WEBHOOK_PATH, help=f"the delivery path (default {WEBHOOK_PATH})")
-    run.add_argument("--journal", type=Path, default=None, help=journal_help)
+    run.add_argument("--journal", default=None, help=journal_help)
     run.set_defaults(handler=run_serve)
 
     reg = sub.add_parser("register", help="create or update the account's webhook and store its secret")
@@ -65,7 +67,7 @@ def register(commands: argparse._SubParsersAction) -> argparse._SubParsersAction
     reg.set_defaults(handler=run_register)
 
     status = sub.add_parser("status", help="journal counts, the receiver's heartbeat, failed notifications")
-    status.add_argument("--journal", type=Path, default=None, help=journal_help)
+    status.add_argument("--journal", default=None, help=journal_help)
     status.set_defaults(handler=run_status)
     return sub
 
@@ -75,8 +77,9 @@ def run_serve(args: argparse.Namespace) -> int:
     if not args.path.startswith("/"):
         raise ConfigurationError(f"--path must start with '/', e.g. {WEBHOOK_PATH}.")
     secret = load_webhook_secret()
-    journal = args.journal or webhook_journal_path()
-    console.print(f"Receiving webhooks at http://{args.host}:{args.port}{args.path}; journal {journal}",
+    journal = args.journal or webhook_journal_location()
+    where = describe(journal, WEBHOOK_JOURNAL_ENV)
+    console.print(f"Receiving webhooks at http://{args.host}:{args.port}{args.path}; journal {where}",
                   soft_wrap=True, markup=False)
     serve(journal, secret, host=args.host, port=args.port, path=args.path)
     return 0
@@ -111,14 +114,15 @@ def _ago(moment: datetime | None) -> str:
 def run_status(args: argparse.Namespace) -> int:
     """`webhooks status`: counts per status, newest arrival, the last heartbeat and the failed notifications;
     1 when the receiver looks down (no heartbeat for three intervals) or a notification failed."""
-    path = args.journal or webhook_journal_path()
-    if not path.exists():
-        console.print(f"No webhook journal at {path} yet: no receiver has run with it.", markup=False, soft_wrap=True)
+    location = args.journal or webhook_journal_location()
+    where = describe(location, WEBHOOK_JOURNAL_ENV)
+    if not NotificationJournal.exists(location):
+        console.print(f"No webhook journal at {where} yet: no receiver has run with it.", markup=False, soft_wrap=True)
         return 1
-    with NotificationJournal(path) as journal:
+    with NotificationJournal(location) as journal:
         counts, received, created = journal.counts(), journal.newest_received_at(), journal.newest_created_at()
         beat, failed = journal.last_beat(), journal.failed()
-    console.print(f"Journal {path}: " + ", ".join(f"{k} {v}" for k, v in counts.items()), markup=False, soft_wrap=True)
+    console.print(f"Journal {where}: " + ", ".join(f"{k} {v}" for k, v in counts.items()), markup=False, soft_wrap=True)
     console.print(f"newest received: {_ago(received)}; newest created by the service: {_ago(created)}",
                   markup=False, soft_wrap=True)
     down = beat is None or (datetime.now(UTC) - beat[0]).total_seconds() > 3 * WEBHOOK_HEARTBEAT_SECONDS

@@ -1,12 +1,24 @@
-"""The webhook notification journal: its own SQLite file (WAL), one row per notification the service sent.
+"""The webhook notification journal, one row per notification the service sent: its own SQLite file (WAL), or,
+when `OCEAN_TRACKING_WEBHOOK_JOURNAL` is a PostgreSQL URL, its own schema of that database, so the receiver's pod
+and every run's pod share it (`pipelines.warehouse.journals`: the same statements and semantics on both).
 
-The receiver records a delivery (committed, `synchronous=FULL`) before it answers 2xx, so a notification the
-service counts as delivered is never lost, even if the process dies right after answering. The notification's
-`data.id` is the idempotency key: a retried delivery is recognised and left alone. A consumer then takes the
-`pending` rows in the order the service created them, applies them, and marks them `applied` (or `failed`,
-to be retried later). `applied_versions` remembers, per object, the newest notification applied to it, so an
+The receiver records a delivery (committed: SQLite `synchronous=FULL`, PostgreSQL `synchronous_commit = on`)
+before it answers 2xx, so a notification the service counts as delivered is never lost, even if the process
+dies right after answering. The notification's `data.id` is the idempotency key (unique; `on conflict do
+nothing`): a retried delivery is recognised and left alone. A consumer then takes the `pending` rows in the
+order the service created them, applies them, and marks them `applied` (or `failed`, to be retried later). `applied_versions` remembers, per object, the newest notification applied to it, so an
 older notification arriving late never overwrites newer state. The receiver's heartbeat lets a monitor tell
 that it is down.
+
+One consumer at a time (`consuming()`), on any host: a lock held from taking the pending rows until they are
+marked (a lock file beside a SQLite journal, a session advisory lock on PostgreSQL, both released when the
+holder dies). Not row locks (`FOR UPDATE SKIP LOCKED`): a refresh holds its rows for a whole load, minutes,
+which row locks would need one open transaction for; and two consumers applying disjoint rows at once could
+still load an object's older notification after another consumer loaded its newer one (each read
+`applied_versions` before the other recorded), so no-regression needs one consumer anyway.
+
+A named account has a journal of its own: its own file (`settings.webhook_journal_path(account)`), or its own
+schema in the database (`ocean_tracking_webhooks_<account>`), as it has its own subscription, secret and receiver.
 
 The journal is not the analysts' warehouse: the receiver never waits on a sync's write lock. Nothing stored is
 a secret: bodies are what the service signed, never the signature or any header.
@@ -15,7 +27,6 @@ a secret: bodies are what the service signed, never the signature or any header.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -25,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.errors import InputError
-from pipelines.settings import webhook_journal_path
-from pipelines.warehouse.journals import open_journal
+from pipelines.settings import WEBHOOK_JOURNAL_ENV, Account, webhook_journal_location
+from pipelines.warehouse.journals import journal_exists, open_backend
 
 NOTIFICATION_TYPE = "webhook_notification"
 PENDING, APPLIED, FAILED = "pending", "applied", "failed"
@@ -48,6 +59,13 @@ _DDL = (
         pid integer not null)""",
 )
 _COLUMNS = "id, event, created_at, received_at, reference_type, reference_id, body, status, error"
+POSTGRES_SCHEMA = "ocean_tracking_webhooks"  # a named account's: ocean_tracking_webhooks_<account>
+WHAT = "webhook journal"
+
+
+def postgres_schema(account: Account | None = None) -> str:
+    """The PostgreSQL schema of an account's journal (the one account's, or a named account's own)."""
+    return POSTGRES_SCHEMA if account is None or account.name is None else f"{POSTGRES_SCHEMA}_{account.name}"
 
 
 @dataclass(frozen=True)
@@ -131,14 +149,30 @@ def _reference(document: dict[str, Any]) -> tuple[str | None, str | None]:
 class NotificationJournal:
     """Reads and writes the notification journal; every write is committed before it returns.
 
+    `location` is a SQLite file or a PostgreSQL URL (default: `settings.webhook_journal_location(account)`);
+    `account` picks a named account's own schema in a PostgreSQL database (its own file is its location).
     Safe to share between threads (the receiver calls it from a thread pool: one connection, one lock) and
-    between processes (SQLite's locks; a held write lock is waited for, up to the lock timeout)."""
+    between processes and hosts (the database's locks; a held write lock is waited for, up to the lock
+    timeout). `errors` are the driver's errors that mean the journal cannot be written right now."""
 
-    def __init__(self, path: str | Path | None = None, *, timeout: float | None = None) -> None:
-        self.path = Path(path) if path is not None else webhook_journal_path()
+    def __init__(self, location: str | Path | None = None, *, account: Account | None = None,
+                 timeout: float | None = None) -> None:
+        location = location if location is not None else webhook_journal_location(account)
         self._lock = threading.Lock()
-        self._con = open_journal(self.path, _DDL, what="webhook journal", timeout=timeout,
-                                 if_lost="notifications it held would have to be re-fetched from the API")
+        self._db = open_backend(location, _DDL, what=WHAT, setting=WEBHOOK_JOURNAL_ENV, timeout=timeout,
+                                postgres_schema=postgres_schema(account),
+                                if_lost="notifications it held would have to be re-fetched from the API")
+        self.path: Path | None = self._db.path
+        self.errors: tuple[type[BaseException], ...] = self._db.errors
+
+    @staticmethod
+    def exists(location: str | Path | None = None, *, account: Account | None = None) -> bool:
+        """Whether the journal at `location` (default: the configured one) was created, by a receiver or
+        anything else, creating nothing: without one no webhooks are in use here, so a sensor or check has
+        nothing to read."""
+        location = location if location is not None else webhook_journal_location(account)
+        return journal_exists(location, _DDL, what=WHAT, setting=WEBHOOK_JOURNAL_ENV,
+                              postgres_schema=postgres_schema(account))
 
     def __enter__(self) -> NotificationJournal:
         return self
@@ -147,23 +181,21 @@ class NotificationJournal:
         self.close()
 
     def __repr__(self) -> str:
-        return f"NotificationJournal({str(self.path)!r})"
+        return f"NotificationJournal({self._db.describe()!r})"
 
     def close(self) -> None:
-        """Close the journal file (idempotent)."""
+        """Close the journal (idempotent)."""
         with self._lock:
-            self._con.close()
+            self._db.close()
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, taking the write lock at once (no deadlock on a read-then-write)."""
-        self._con.execute("begin immediate")
-        try:
-            yield self._con
-        except BaseException:
-            self._con.execute("rollback")
-            raise
-        self._con.execute("commit")
+    def consuming(self, timeout: float | None = None) -> Iterator[None]:
+        """Be the journal's one consumer for the block, on any host: take `pending()`, apply, mark, inside it.
+        Waits (up to `timeout`, default the lock timeout, naming the holder) while another consumer is in its
+        block; a consumer that dies releases it."""
+        what = f"the consumer lock of the webhook journal {self._db.describe()}"
+        with self._db.exclusive("consumer", what, timeout=timeout):
+            yield
 
     # ---- notifications ----------------------------------------------------------------------------
 
@@ -177,7 +209,7 @@ class NotificationJournal:
         values = [data["id"], data["attributes"]["event"], _stamp(_created_at(document, received)),
                   _stamp(received), reference_type, reference_id, body.decode("utf-8")]
         with self._lock:
-            cursor = self._con.execute(
+            cursor = self._db.execute(
                 "insert into notifications (id, event, created_at, received_at, reference_type, reference_id, "
                 "body) values (?, ?, ?, ?, ?, ?, ?) on conflict (id) do nothing",
                 values,
@@ -198,7 +230,7 @@ class NotificationJournal:
             query += " limit ?"
             params = [*params, int(limit)]
         with self._lock:
-            rows = self._con.execute(query, params).fetchall()
+            rows = self._db.execute(query, params).fetchall()
         return [
             Notification(id=ident, event=event, created_at=_instant(created), received_at=_instant(received),
                          reference_type=ref_type, reference_id=ref_id, document=json.loads(body), status=status,
@@ -208,12 +240,12 @@ class NotificationJournal:
 
     def mark_applied(self, ids: Iterable[str], run_id: str | None = None) -> None:
         """Mark notifications applied (by the run `run_id`, when given), all in one transaction."""
-        idents = list(ids)
+        idents = sorted(set(ids))  # one order for every writer's row locks
         if not idents:
             return
         stamp = _now()
-        with self._lock, self._transaction() as con:
-            con.executemany(
+        with self._lock, self._db.transaction():
+            self._db.executemany(
                 "update notifications set status = ?, applied_at = ?, run_id = ?, error = null where id = ?",
                 [(APPLIED, stamp, run_id, ident) for ident in idents],
             )
@@ -221,14 +253,14 @@ class NotificationJournal:
     def mark_failed(self, id: str, error: str) -> None:
         """Mark one notification failed with the error's text (cut to 2000 characters)."""
         with self._lock:
-            self._con.execute(
+            self._db.execute(
                 "update notifications set status = ?, error = ? where id = ?", [FAILED, error[:MAX_ERROR_CHARS], id]
             )
 
     def retry_failed(self) -> int:
         """Put every failed notification back to pending (its error cleared); how many."""
         with self._lock:
-            cursor = self._con.execute(
+            cursor = self._db.execute(
                 "update notifications set status = ?, error = null where status = ?", [PENDING, FAILED]
             )
         return cursor.rowcount
@@ -236,7 +268,7 @@ class NotificationJournal:
     def counts(self) -> dict[str, int]:
         """Notifications per status (pending, applied and failed always present)."""
         with self._lock:
-            rows = self._con.execute("select status, count(*) from notifications group by status").fetchall()
+            rows = self._db.execute("select status, count(*) from notifications group by status").fetchall()
         return {**dict.fromkeys(STATUSES, 0), **dict(rows)}
 
     def newest_received_at(self) -> datetime | None:
@@ -249,7 +281,7 @@ class NotificationJournal:
 
     def _newest(self, column: str) -> datetime | None:
         with self._lock:
-            (value,) = self._con.execute(f"select max({column}) from notifications").fetchone()
+            (value,) = self._db.execute(f"select max({column}) from notifications").fetchone()
         return _instant(value) if value is not None else None
 
     # ---- no-regression versions -------------------------------------------------------------------
@@ -262,7 +294,7 @@ class NotificationJournal:
             for start in range(0, len(wanted), _CHUNK):
                 chunk = wanted[start:start + _CHUNK]
                 marks = ", ".join("?" for _ in chunk)
-                rows = self._con.execute(
+                rows = self._db.execute(
                     f"select object_key, created_at from applied_versions where object_key in ({marks})", chunk
                 ).fetchall()
                 found.update((key, _instant(created)) for key, created in rows)
@@ -272,11 +304,12 @@ class NotificationJournal:
         """Remember the newest applied version per object key; an older one never replaces a newer one."""
         if not versions:
             return
-        with self._lock, self._transaction() as con:
-            con.executemany(
+        rows = sorted((key, _stamp(moment)) for key, moment in versions.items())  # one order for row locks
+        with self._lock, self._db.transaction():
+            self._db.executemany(
                 "insert into applied_versions (object_key, created_at) values (?, ?) on conflict (object_key) "
-                "do update set created_at = max(created_at, excluded.created_at)",
-                [(key, _stamp(moment)) for key, moment in versions.items()],
+                "do update set created_at = excluded.created_at where excluded.created_at > applied_versions.created_at",
+                rows,
             )
 
     # ---- the receiver's heartbeat -----------------------------------------------------------------
@@ -284,7 +317,7 @@ class NotificationJournal:
     def beat(self, url: str, pid: int) -> None:
         """Say the receiver at `url` (process `pid`) is alive now; a monitor reads it with `last_beat`."""
         with self._lock:
-            self._con.execute(
+            self._db.execute(
                 "insert into heartbeat (only_row, beat_at, url, pid) values (1, ?, ?, ?) on conflict (only_row) "
                 "do update set beat_at = excluded.beat_at, url = excluded.url, pid = excluded.pid",
                 [_now(), url, pid],
@@ -293,5 +326,5 @@ class NotificationJournal:
     def last_beat(self) -> tuple[datetime, str] | None:
         """When a receiver last said it was alive, and its URL; None if none ever ran on this journal."""
         with self._lock:
-            row = self._con.execute("select beat_at, url from heartbeat").fetchone()
+            row = self._db.execute("select beat_at, url from heartbeat").fetchone()
         return (_instant(row[0]), row[1]) if row else None

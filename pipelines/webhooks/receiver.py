@@ -6,8 +6,8 @@
     GET /healthz   200 with the journal's counts per status
 
 Only 200/201/202/204 count as delivered to the service; anything else makes it retry (up to 12 times), so
-the receiver answers 2xx only once the notification is durably on disk, and 503 when the journal could not
-be written. Journal calls run in a thread pool so the event loop keeps answering. A heartbeat in the journal
+the receiver answers 2xx only once the notification is durably committed (its SQLite file or its PostgreSQL
+database), and 503 when the journal could not be written. Journal calls run in a thread pool so the event loop keeps answering. A heartbeat in the journal
 every 10 s lets a monitor tell that the receiver is down. Logs: one line per refused delivery (the reason,
 never the body or a header's value); no access log.
 """
@@ -19,7 +19,6 @@ import contextlib
 import logging
 import os
 import socket
-import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -82,7 +81,8 @@ def create_receiver_app(
     heartbeat_seconds: float = WEBHOOK_HEARTBEAT_SECONDS,
     max_body_bytes: int = WEBHOOK_MAX_BODY_BYTES,
 ) -> Starlette:
-    """The receiver app, with its journal open (ConfigurationError now if the file is unusable).
+    """The receiver app, with its journal open: `journal_path` is its SQLite file or PostgreSQL URL
+    (ConfigurationError now if it is unusable).
 
     `secret_provider` is asked for the secret at each delivery (so a rotated secret can take effect without
     a restart if the provider re-reads it); `url` is what the heartbeat reports (default: `path`). The app
@@ -109,7 +109,7 @@ def create_receiver_app(
             new = await run_in_threadpool(journal.record, body)
         except InputError as error:
             return _refuse(400, str(error), request)
-        except sqlite3.Error as error:
+        except journal.errors as error:
             logger.error("webhook journal write failed (%s); the service will retry", type(error).__name__)
             return JSONResponse({"error": "the journal could not be written; retry later"}, status_code=503)
         return JSONResponse({"status": "accepted" if new else "duplicate"}, status_code=200)
@@ -123,7 +123,7 @@ def create_receiver_app(
         while True:
             try:
                 await run_in_threadpool(journal.beat, heartbeat_url, pid)
-            except sqlite3.Error as error:
+            except journal.errors as error:
                 logger.warning("webhook heartbeat not written (%s)", type(error).__name__)
             await asyncio.sleep(heartbeat_seconds)
 

@@ -3,7 +3,9 @@
 `register(commands)` adds them to `python -m pipelines`; each sets `handler`, which `main` calls.
 Outcomes, intents and the audit log go to the write-back journal (its own SQLite file,
 `OCEAN_TRACKING_WRITEBACK_JOURNAL`, default `data/writeback_journal.sqlite`); the warehouse is only read
-(lookups) during a batch and receives a published copy in its `writeback` schema at the end.
+(lookups) during a batch and receives a published copy in its `writeback` schema at the end. With several
+accounts (`OCEAN_TRACKING_ACCOUNTS`), `--account NAME` says whose key writes; that account has its own journal
+(`writeback_journal_<name>.sqlite`), lookups read its dataset and its outcomes go to `writeback_<name>`.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from pipelines.api.accounts import account_named
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
-from pipelines.settings import API_KEY_ENV, DESTINATION_ENV
+from pipelines.settings import ACCOUNTS_ENV, API_KEY_ENV, DESTINATION_ENV
 from pipelines.warehouse.store import embedded_store
 from pipelines.writeback.documents import items_from_source, upload_documents
 from pipelines.writeback.inputs import REF_NUMBER_COLUMNS, TRACKING_REQUEST_COLUMNS, read_rows
@@ -41,6 +44,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("source", metavar=metavar, help=help_text)
         sub.add_argument("--dry-run", action="store_true", help="validate and report; send and record nothing")
+        sub.add_argument(
+            "--account", help=f"which of the accounts named in {ACCOUNTS_ENV} (its key, settings, dataset and models "
+            "schema); without accounts configured, the one account of [sources.ocean_tracking]")
         sub.add_argument("--duckdb", type=Path, default=None,
                          help="a plain DuckDB warehouse file for lookups and outcomes (default: the warehouse "
                               f"{DESTINATION_ENV} names, the DuckLake unless set)")
@@ -60,9 +66,13 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 @contextmanager
 def _session(args: argparse.Namespace):
-    """The client, the read-only warehouse (lookups) and the journal for one batch (`writeback_session`)."""
-    settings = load_settings(api_key=args.api_key, base_url=args.base_url, rate_window_seconds=args.rate_window)
-    with writeback_session(embedded_store(duckdb_file=args.duckdb), dry_run=args.dry_run) as (warehouse, store), \
+    """The client, the read-only warehouse (lookups) and the journal for one batch (`writeback_session`), all
+    of the account `--account` names (its key, its journal, its dataset, its published schema)."""
+    account = account_named(args.account)
+    settings = load_settings(api_key=args.api_key, base_url=args.base_url, rate_window_seconds=args.rate_window,
+                             account=account)
+    with writeback_session(embedded_store(duckdb_file=args.duckdb), dry_run=args.dry_run,
+                           account=account) as (warehouse, store), \
             OceanTrackingClient(settings) as client:
         yield client, warehouse, store
 
@@ -95,7 +105,7 @@ def run_patch_ref_numbers(args: argparse.Namespace) -> int:
     with _session(args) as (client, con, store):
         rows = read_rows(args.source, con, columns=REF_NUMBER_COLUMNS, allow_formulas=args.allow_formulas)
         report = patch_ref_numbers(rows, client, store, con, dry_run=args.dry_run, replace=args.replace,
-                                   confirm_clear=args.confirm_clear)
+                                   confirm_clear=args.confirm_clear, dataset=store.account.dataset_name)
 
     def listed(refs: list[str] | None) -> str:
         return "?" if refs is None else ";".join(refs) or "(none)"
@@ -110,7 +120,8 @@ def run_patch_ref_numbers(args: argparse.Namespace) -> int:
 def run_upload_documents(args: argparse.Namespace) -> int:
     """`upload-documents FOLDER|MANIFEST [--dry-run]`: upload each file once; 1 when any file failed."""
     with _session(args) as (client, con, store):
-        items = items_from_source(args.source, con, allow_formulas=args.allow_formulas)
+        items = items_from_source(args.source, con, allow_formulas=args.allow_formulas,
+                                  dataset=store.account.dataset_name)
         report = upload_documents(items, client, store, dry_run=args.dry_run)
     rows = [(r.path, r.name, r.status, r.step, r.document_id, "; ".join(r.errors)) for r in report.results]
     _print("Documents", rows, ("file", "name", "status", "step", "document", "errors"), report.counts)

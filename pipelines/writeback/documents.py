@@ -41,7 +41,7 @@ import requests
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import ApiError, MalformedResponseError
-from pipelines.settings import PAGE_SIZE
+from pipelines.settings import DATASET_NAME, PAGE_SIZE
 from pipelines.writeback.inputs import MANIFEST_COLUMNS, cell, read_rows
 from pipelines.writeback.ref_numbers import resolve_target
 from pipelines.writeback.store import WritebackStore, error_summary
@@ -122,10 +122,11 @@ def safe_text(text: str) -> str:
 
 
 def items_from_source(source: str | Path, con: duckdb.DuckDBPyConnection | None = None, *,
-                      root: str | Path | None = None, allow_formulas: bool = False) -> list[UploadItem]:
+                      root: str | Path | None = None, allow_formulas: bool = False,
+                      dataset: str = DATASET_NAME) -> list[UploadItem]:
     """A folder (every file in it, named after itself; subfolders are not entered) or a manifest CSV/table
     with columns `file`, `name`, and optionally `shipment_id`/`bill_of_lading_number`/`container_id`/
-    `container_number` (numbers resolved in the warehouse); the manifest is read and checked by
+    `container_number` (numbers resolved in the warehouse, in the account's `dataset`); the manifest is read and checked by
     `inputs.read_rows` (`InputError` for an unexpected column or a formula-like value).
 
     Every file must resolve inside `root`: by default the folder itself, or the manifest's folder (the
@@ -146,16 +147,17 @@ def items_from_source(source: str | Path, con: duckdb.DuckDBPyConnection | None 
         if not file:
             item.problem = "no file given"
         elif any(cell(row, c) for c in ("shipment_id", "bill_of_lading_number", "bill_of_lading")):
-            item.shipment_id, item.problem = _target(row, con, "shipment")
+            item.shipment_id, item.problem = _target(row, con, "shipment", dataset)
         if item.problem is None and any(cell(row, c) for c in ("container_id", "container_number")):
             item.container_id, item.problem = _target(
-                {k: row.get(k) for k in ("container_id", "container_number")}, con, "container")
+                {k: row.get(k) for k in ("container_id", "container_number")}, con, "container", dataset)
         items.append(item)
     return items
 
 
-def _target(row: Mapping[str, Any], con: duckdb.DuckDBPyConnection | None, kind: str) -> tuple[str | None, str | None]:
-    found = resolve_target(row, con)
+def _target(row: Mapping[str, Any], con: duckdb.DuckDBPyConnection | None, kind: str,
+            dataset: str) -> tuple[str | None, str | None]:
+    found = resolve_target(row, con, dataset=dataset)
     if isinstance(found, str):
         return None, found
     return (found[1], None) if found[0] == kind else (None, f"expected a {kind}")

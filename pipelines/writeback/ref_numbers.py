@@ -27,6 +27,7 @@ import duckdb
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import ApiError, MalformedResponseError
+from pipelines.settings import DATASET_NAME
 from pipelines.writeback.inputs import REF_NUMBER_COLUMNS, cell, check_columns, is_uuid, split_list
 from pipelines.writeback.lookups import resolve_in_warehouse
 from pipelines.writeback.store import WritebackStore, error_summary
@@ -61,9 +62,10 @@ class PatchReport:
         return dict(Counter(r.status for r in self.results))
 
 
-def resolve_target(row: Mapping[str, Any], con: duckdb.DuckDBPyConnection | None) -> tuple[str, str] | str:
+def resolve_target(row: Mapping[str, Any], con: duckdb.DuckDBPyConnection | None, *,
+                   dataset: str = DATASET_NAME) -> tuple[str, str] | str:
     """(kind, id) of the row's target, or a problem text. Ids are taken as given; numbers are looked up
-    in the warehouse (a number the warehouse does not know is reported, never guessed)."""
+    in the warehouse, in the account's `dataset` (a number it does not know is reported, never guessed)."""
     for kind, id_column, number_columns in (
         ("shipment", "shipment_id", ("bill_of_lading_number", "bill_of_lading")),
         ("container", "container_id", ("container_number",)),
@@ -73,7 +75,7 @@ def resolve_target(row: Mapping[str, Any], con: duckdb.DuckDBPyConnection | None
             return (kind, ident) if is_uuid(ident) else f"{id_column} {ident!r} is not a UUID"
         number = cell(row, *number_columns)
         if number:
-            found = resolve_in_warehouse(con, kind, number)
+            found = resolve_in_warehouse(con, kind, number, dataset)
             if found is None:
                 return f"{kind} {number!r} is not in the warehouse (sync first, or give its id)"
             return kind, found[0]
@@ -101,21 +103,22 @@ def patch_ref_numbers(
     dry_run: bool = False,
     replace: bool = False,
     confirm_clear: bool = False,
+    dataset: str = DATASET_NAME,
 ) -> PatchReport:
     """Add each row's ref_numbers to its target's current list (with `replace`, set exactly the row's
     list), sending a PATCH only when the list changes; `con` is the warehouse, used only to resolve numbers
-    to ids. Every row is checked locally before the first request; wrong columns raise `InputError`."""
+    to ids in the account's `dataset` (`Account.dataset_name`). Every row is checked locally before the first request; wrong columns raise `InputError`."""
     rows = check_columns(rows, REF_NUMBER_COLUMNS)
-    planned = [_plan(index, row, con, replace, confirm_clear) for index, row in enumerate(rows)]
+    planned = [_plan(index, row, con, replace, confirm_clear, dataset) for index, row in enumerate(rows)]
     return PatchReport([result if result.status == INVALID else _patch_one(result, client, store, replace, dry_run)
                         for result in planned])
 
 
 def _plan(index: int, row: Mapping[str, Any], con: duckdb.DuckDBPyConnection | None, replace: bool,
-          confirm_clear: bool) -> PatchResult:
+          confirm_clear: bool, dataset: str) -> PatchResult:
     """The row's target and list, or the row as invalid; no request."""
     refs = split_list(row.get("ref_numbers"))
-    target = resolve_target(row, con)
+    target = resolve_target(row, con, dataset=dataset)
     if isinstance(target, str):
         return PatchResult(index, None, None, refs, INVALID, errors=[target])
     result = PatchResult(index, *target, refs, WOULD_PATCH)

@@ -5,7 +5,6 @@ the client's 429 retry included, is in test_ratelimit.py.)"""
 from __future__ import annotations
 
 import logging
-import threading
 import traceback
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from pipelines.api.ratelimit import LimiterUrl, SlidingWindowLimiter
 from pipelines.api.ratelimit_postgres import TABLE, LimiterDatabaseError
 from pipelines.errors import ConfigurationError, PipelineError
-from tests.postgres_server import free_port
+from tests.postgres_server import free_port, start_at_once
 
 FP = "abcdef123456"
 
@@ -83,24 +82,14 @@ def test_the_password_is_in_no_repr(postgres_server, postgres_database):
 
 def test_concurrent_first_use_of_a_fresh_database_creates_the_table_once(postgres_database):
     starters = 8
-    barrier = threading.Barrier(starters)
-    failures: list[BaseException] = []
     limiters: list[SlidingWindowLimiter] = []
 
-    def start() -> None:
-        barrier.wait()
-        try:
-            limiter = SlidingWindowLimiter(FP, url=postgres_database.dsn, limits={"default": 100})
-            limiter.acquire()
-            limiters.append(limiter)
-        except BaseException as error:  # collected, asserted below
-            failures.append(error)
+    def start(_: int) -> None:
+        limiter = SlidingWindowLimiter(FP, url=postgres_database.dsn, limits={"default": 100})
+        limiter.acquire()
+        limiters.append(limiter)
 
-    threads = [threading.Thread(target=start) for _ in range(starters)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    failures = start_at_once(start, starters)
     for limiter in limiters:
         limiter.close()
 

@@ -1,8 +1,10 @@
-"""Fixtures for write-back tests: an isolated sandbox (frozen clock, generous limits), a client, a store,
-the DuckLake the commands publish into, and helpers that flip the sandbox's fault profile and read its own
-counters."""
+"""Fixtures for write-back tests: an isolated sandbox (frozen clock, generous limits), a client, a store (its
+journal a SQLite file, then a real PostgreSQL database), the DuckLake the commands publish into, and helpers
+that flip the sandbox's fault profile and read its own counters."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import requests
@@ -33,10 +35,19 @@ def lake(tmp_path) -> WarehouseStore:
     return lake_in(tmp_path / "data")
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def journal_location(request: pytest.FixtureRequest, tmp_path) -> Path | str:
+    """Where a test's write-back journal lives: `tmp_path/journal.sqlite`, or the URL of a fresh PostgreSQL
+    database (the real server of `tests.postgres_server`, started only when a PostgreSQL case runs)."""
+    if request.param == "sqlite":
+        return tmp_path / "journal.sqlite"
+    return request.getfixturevalue("postgres_database").dsn
+
+
 @pytest.fixture
-def store(tmp_path):
-    """The write-back journal in tmp_path (`store.con` reads its `writeback.*` tables)."""
-    journal = WritebackStore(tmp_path / "journal.sqlite")
+def store(journal_location):
+    """The write-back journal, on each backend in turn (`store.rows(sql)` reads its tables by their bare names)."""
+    journal = WritebackStore(journal_location)
     yield journal
     journal.close()
 

@@ -39,20 +39,20 @@ def documents(server, **params) -> list[dict]:
 
 
 def puts_stored(store) -> list[tuple]:
-    return store.con.execute("select target, count(*) from writeback.audit_log where action = 'put_bytes' "
-                             "and outcome = 'stored' group by target").fetchall()
+    return store.rows("select target, count(*) from audit_log where action = 'put_bytes' "
+                      "and outcome = 'stored' group by target")
 
 
 def journal(store) -> dict[str, tuple]:
     """name → (step, document_id, last_error) of every journal entry."""
-    rows = store.con.execute("select name, step, document_id, last_error from writeback.document_uploads")
-    return {name: (step, document_id, error) for name, step, document_id, error in rows.fetchall()}
+    rows = store.rows("select name, step, document_id, last_error from document_uploads")
+    return {name: (step, document_id, error) for name, step, document_id, error in rows}
 
 
 def refusals(store) -> list[str]:
     """The errors recorded for files refused before any request."""
-    return [r[0] for r in store.con.execute("select error_summary from writeback.audit_log where action = "
-                                            "'upload_document' and outcome = 'failed' order by logged_at")]
+    return [r[0] for r in store.rows("select error_summary from audit_log where action = "
+                                     "'upload_document' and outcome = 'failed' order by logged_at")]
 
 
 class Interrupted(BaseException):
@@ -78,8 +78,8 @@ def test_folder_upload_streams_and_rerun_does_nothing(server, client, store, tmp
     docs = documents(server)
     assert sorted(d["attributes"]["name"] for d in docs) == ["arrival.csv", "invoice.pdf", "packing.txt"]
     assert {d["attributes"]["file_size_bytes"] for d in docs} == {2_500_000, 1234, 1}
-    steps = store.con.execute("select step, upload_url, intent_at is not null from writeback.document_uploads")
-    assert steps.fetchall() == [("created", None, 1)] * 3  # the storage URL is gone once the bytes are stored
+    steps = store.rows("select step, upload_url, case when intent_at is null then 0 else 1 end from document_uploads")
+    assert steps == [("created", None, 1)] * 3  # the storage URL is gone once the bytes are stored
     before = routes(server)
     rerun = upload_documents(items_from_source(folder), client, store)
     assert rerun.counts == {"skipped": 3}
@@ -115,7 +115,7 @@ def test_manifest_failures_are_per_file_and_relationships_are_sent(server, clien
     docs = {d["attributes"]["name"]: d for d in documents(server)}
     assert set(docs) == {"Bill of lading", "ok.txt"}
     assert docs["Bill of lading"]["relationships"]["shipments"]["data"] == [{"id": shipment, "type": "shipment"}]
-    failed = store.con.execute("select count(*) from writeback.audit_log where outcome = 'failed'").fetchone()[0]
+    [(failed,)] = store.rows("select count(*) from audit_log where outcome = 'failed'")
     assert failed == 3  # missing, folder, storage 400
 
     # the tampered file now has new content (a new key): a rerun uploads it; the good ones are skipped
@@ -162,11 +162,10 @@ def test_faults_between_steps_then_rerun_completes_exactly_once(server, client, 
     assert after[LIST] == first.get(LIST, 0) + 2  # one filtered, sorted list per pending file
     stored = dict(puts_stored(store))
     assert len(stored) == 4 and set(stored.values()) == {1}  # each file's bytes stored exactly once
-    expired = store.con.execute("select count(*) from writeback.audit_log where action = 'put_bytes' "
-                                "and http_status = 403").fetchone()[0]
+    [(expired,)] = store.rows("select count(*) from audit_log where action = 'put_bytes' and http_status = 403")
     assert expired == 1
-    assert store.con.execute("select outcome from writeback.audit_log where action = 'reconcile_document' "
-                             "order by logged_at").fetchall() == [("found",), ("absent",)]
+    assert store.rows("select outcome from audit_log where action = 'reconcile_document' "
+                      "order by logged_at") == [("found",), ("absent",)]
 
 
 # ---- exactly once across interruptions -----------------------------------------------------------------
@@ -235,8 +234,7 @@ def test_someone_elses_earlier_or_different_upload_is_never_claimed(server, clie
 
     rerun = upload_documents(items_from_source(folder), client, store)
     assert rerun.counts == {"created": 1}
-    assert store.con.execute("select outcome from writeback.audit_log where action = 'reconcile_document'"
-                             ).fetchall() == [("absent",)]
+    assert store.rows("select outcome from audit_log where action = 'reconcile_document'") == [("absent",)]
     docs = documents(server, **{"filter[filename]": "report.pdf"})
     assert len(docs) == 4
     mine = journal(store)["report.pdf"][1]
@@ -330,8 +328,8 @@ def test_a_blob_refused_as_too_large_is_recorded_and_the_rest_are_created(server
     assert by_name["huge.pdf"].http_status == 422 and "byte_size" in by_name["huge.pdf"].errors[0]
     step, document_id, error = journal(store)["huge.pdf"]
     assert (step, document_id) == ("new", None) and "422" in error
-    failed = store.con.execute("select target, http_status from writeback.audit_log where action = 'request_blob' "
-                               "and outcome = 'failed'").fetchall()
+    failed = store.rows("select target, http_status from audit_log where action = 'request_blob' "
+                        "and outcome = 'failed'")
     assert len(failed) == 1 and failed[0][1] == 422 and "huge.pdf" in failed[0][0]
 
     blobs = routes(server)[BLOBS]

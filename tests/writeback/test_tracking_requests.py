@@ -22,9 +22,8 @@ def bl(number: str, **extra) -> dict:
     return {"request_number": number, "request_type": "bill_of_lading", "scac": "MAEU", **extra}
 
 
-def outcomes(con) -> dict[int, tuple]:
-    rows = con.execute("select row_index, status, tracking_request_id, errors "
-                       "from writeback.tracking_request_outcomes").fetchall()
+def outcomes(store) -> dict[int, tuple]:
+    rows = store.rows("select row_index, status, tracking_request_id, errors from tracking_request_outcomes")
     return {r[0]: (r[1], r[2], json.loads(r[3])) for r in rows}
 
 
@@ -45,7 +44,7 @@ def test_batch_validates_locally_maps_422_creates_parties_and_reruns_without_dup
     before = routes(server)
     report = create_tracking_requests(rows, client, store)
     assert report.counts == {"accepted": 3, "invalid": 6, "rejected": 1}
-    stored = outcomes(store.con)
+    stored = outcomes(store)
     assert [stored[i][0] for i in range(10)] == ["accepted", "accepted", "accepted", "invalid", "invalid",
                                                  "invalid", "invalid", "invalid", "invalid", "rejected"]
     assert stored[3][2][0]["code"] == "check_digit"
@@ -57,7 +56,7 @@ def test_batch_validates_locally_maps_422_creates_parties_and_reruns_without_dup
     assert after["GET /v2/shipping_lines"] == 2  # fetched once (two pages)
     created = client.get(f"/tracking_requests/{stored[0][1]}")["data"]
     assert created["relationships"]["customer"]["data"]["id"]
-    assert store.con.execute("select count(*) from writeback.audit_log where action = 'create_party'").fetchone() == (1,)
+    assert store.rows("select count(*) from audit_log where action = 'create_party'") == [(1,)]
 
     rerun = create_tracking_requests(rows, client, store)
     assert rerun.counts == {"skipped": 3, "invalid": 6, "rejected": 1}
@@ -99,8 +98,8 @@ def test_faults_mid_batch_then_rerun_completes_exactly_once(server, client, stor
                         numbers[3]: "skipped", numbers[4]: "skipped", numbers[5]: "skipped"}
     assert routes(server)[CREATE] == first + 1  # only the 5xx row is POSTed again; the reset one is found
     assert [tracking_count(server, n) for n in numbers] == [1] * 6
-    reconciled = store.con.execute("select target, outcome from writeback.audit_log "
-                             "where action = 'reconcile_tracking_request' order by target").fetchall()
+    reconciled = store.rows("select target, outcome from audit_log "
+                            "where action = 'reconcile_tracking_request' order by target")
     assert reconciled == [(f"tracking_request:bill_of_lading:{numbers[1]}", "absent"),
                           (f"tracking_request:bill_of_lading:{numbers[2]}", "found")]
 
@@ -138,5 +137,5 @@ def test_dry_run_from_a_warehouse_table_sends_nothing(server, client, store, lak
     assert [r.status for r in report.results] == ["would_send", "invalid"]
     handled = routes(server)
     assert CREATE not in handled and "POST /v2/parties" not in handled
-    assert store.con.execute("select count(*) from writeback.tracking_request_outcomes").fetchone() == (0,)
-    assert store.con.execute("select count(*) from writeback.audit_log").fetchone() == (0,)
+    assert store.rows("select count(*) from tracking_request_outcomes") == [(0,)]
+    assert store.rows("select count(*) from audit_log") == [(0,)]

@@ -1,26 +1,37 @@
 """The notification journal: idempotent recording, order, applied/failed/retry, versions that never go back,
-the heartbeat, and writers in several threads and processes losing nothing."""
+the heartbeat, writers in several threads and processes losing nothing, and one consumer at a time. Each runs
+on both backends (`journal_location`: a SQLite file, a real PostgreSQL database); what only PostgreSQL has
+(several hosts creating it at once, accounts as schemas, the password, a dropped connection) is at the end."""
 
 from __future__ import annotations
 
+import itertools
+import json
+import logging
+import os
 import subprocess
 import sys
 import threading
+import traceback
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from pipelines.errors import InputError
-from pipelines.webhooks.journal import Notification, NotificationJournal
+import pipelines.warehouse
+from pipelines.errors import ConfigurationError, InputError
+from pipelines.settings import WEBHOOK_JOURNAL_ENV, Account
+from pipelines.warehouse.locks import WarehouseLockedError
+from pipelines.webhooks.journal import POSTGRES_SCHEMA, Notification, NotificationJournal
 from tests.pipelines.webhooks.helpers import body, notification
+from tests.postgres_server import free_port, start_at_once
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
-def journal(tmp_path: Path):
-    with NotificationJournal(tmp_path / "journal.sqlite") as opened:
+def journal(journal_location: Path | str):
+    with NotificationJournal(journal_location) as opened:
         yield opened
 
 
@@ -116,13 +127,17 @@ def test_heartbeat(journal: NotificationJournal):
     assert before <= at <= datetime.now(UTC)
 
 
-def test_survives_reopening_and_refuses_a_file_that_is_not_a_journal(tmp_path: Path):
-    path = tmp_path / "journal.sqlite"
-    with NotificationJournal(path) as journal:
+def test_survives_reopening(journal_location: Path | str):
+    assert NotificationJournal.exists(journal_location) is False
+    with NotificationJournal(journal_location) as journal:
         journal.record(body(notification("kept")))
-    with NotificationJournal(path) as journal:
+    assert NotificationJournal.exists(journal_location) is True
+    with NotificationJournal(journal_location) as journal:
         assert [n.id for n in journal.pending()] == ["kept"]
         assert journal.record(body(notification("kept"))) is False
+
+
+def test_refuses_a_file_that_is_not_a_journal(tmp_path: Path):
     broken = tmp_path / "broken.sqlite"
     broken.write_bytes(b"this is not a database" * 100)
     with pytest.raises(Exception, match="not a readable webhook journal"):
@@ -165,15 +180,14 @@ with NotificationJournal(sys.argv[1]) as journal:
 """
 
 
-def test_two_processes_and_threads_at_once_lose_nothing(tmp_path: Path):
-    path = tmp_path / "journal.sqlite"
-    NotificationJournal(path).close()
+def test_two_processes_and_threads_at_once_lose_nothing(journal_location: Path | str):
+    NotificationJournal(journal_location).close()
     per_process = 150
     processes = [
-        subprocess.Popen([sys.executable, "-c", _WRITER, str(path), name, str(per_process)], cwd=REPO)
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(journal_location), name, str(per_process)], cwd=REPO)
         for name in ("p1", "p2")
     ]
-    with NotificationJournal(path) as journal:
+    with NotificationJournal(journal_location) as journal:
         for i in range(per_process):
             journal.record(body(notification(f"main-{i}")))
         for process in processes:
@@ -188,3 +202,173 @@ def test_naive_times_are_refused(journal: NotificationJournal):
         journal.record(body(notification("n")), received_at=datetime(2026, 1, 1))
     with pytest.raises(ValueError, match="timezone-aware"):
         journal.record_applied_versions({"k": datetime(2026, 1, 1)})
+
+
+# ---- one consumer at a time --------------------------------------------------------------------------
+
+_CONSUMER = """
+import json, sys, time
+from pipelines.webhooks.journal import NotificationJournal
+
+with NotificationJournal(sys.argv[1]) as journal:
+    print("ready", flush=True)
+    sys.stdin.readline()  # both start together
+    while True:
+        with journal.consuming():
+            start = time.time()
+            batch = [n.id for n in journal.pending(limit=int(sys.argv[2]))]
+            time.sleep(0.05)  # applying takes a while: the other consumer tries meanwhile
+            journal.mark_applied(batch, run_id=sys.argv[3])
+            end = time.time()
+        if not batch:
+            break
+        print(json.dumps({"ids": batch, "start": start, "end": end}), flush=True)
+        time.sleep(0.3)  # longer than a waiter's poll, so the other consumer gets its turns
+"""
+
+
+def test_two_consumers_in_two_processes_never_apply_one_notification_twice(journal_location: Path | str):
+    ids = [f"n-{i:02d}" for i in range(48)]
+    with NotificationJournal(journal_location) as journal:
+        for ident in ids:
+            journal.record(body(notification(ident)))
+    consumers = {
+        name: subprocess.Popen([sys.executable, "-c", _CONSUMER, str(journal_location), "6", name], cwd=REPO,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for name in ("c1", "c2")
+    }
+    for process in consumers.values():
+        assert process.stdout.readline().strip() == "ready"
+    for process in consumers.values():
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    batches = {}
+    for name, process in consumers.items():
+        out, _ = process.communicate(timeout=120)
+        assert process.returncode == 0
+        batches[name] = [json.loads(line) for line in out.splitlines()]
+
+    every = [batch for taken in batches.values() for batch in taken]
+    assert sorted(ident for batch in every for ident in batch["ids"]) == ids  # each once: none twice, none lost
+    assert all(batches.values())  # both consumers took turns
+    spans = sorted((batch["start"], batch["end"]) for batch in every)
+    assert all(end <= next_start for (_, end), (next_start, _) in itertools.pairwise(spans))  # never at once
+    with NotificationJournal(journal_location) as journal:
+        assert journal.counts() == {"pending": 0, "applied": len(ids), "failed": 0}
+
+
+def test_a_second_consumer_waits_then_gives_up_naming_the_first(journal_location: Path | str):
+    with NotificationJournal(journal_location) as first, NotificationJournal(journal_location) as second:
+        with first.consuming(), pytest.raises(WarehouseLockedError) as info, second.consuming(timeout=0.3):
+            pass
+        with second.consuming(timeout=0.3):  # released: the next consumer goes at once
+            pass
+    message = str(info.value)
+    assert "consumer lock" in message and f"process {os.getpid()}" in message and "\n" not in message
+
+
+# ---- accounts, several hosts, secrets ----------------------------------------------------------------
+
+
+def test_a_named_account_has_a_journal_of_its_own(journal_location: Path | str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv(WEBHOOK_JOURNAL_ENV, str(journal_location))
+    emea = Account("emea")
+    with NotificationJournal(account=emea) as theirs, NotificationJournal() as ours:
+        assert theirs.record(body(notification("same-id"))) is True
+        theirs.beat("http://emea.example/hooks", 1)
+        assert (ours.pending(), ours.last_beat()) == ([], None)
+        assert ours.record(body(notification("same-id"))) is True  # another account's notification
+        theirs.mark_applied(["same-id"])
+        assert [n.status for n in ours.pending()] == ["pending"]
+        assert theirs.counts() == {"pending": 0, "applied": 1, "failed": 0}
+    assert NotificationJournal.exists(account=emea) and not NotificationJournal.exists(account=Account("apac"))
+
+
+def test_several_hosts_creating_the_journal_at_once_all_succeed(postgres_database):
+    starters = 8
+    recorded: list[bool] = []
+
+    def start(worker: int) -> None:
+        with NotificationJournal(postgres_database.dsn) as journal:
+            recorded.append(journal.record(body(notification(f"host-{worker}"))))
+
+    failures = start_at_once(start, starters)
+    assert failures == []
+    assert recorded == [True] * starters
+    tables = postgres_database.query("select tablename from pg_tables where schemaname = %s order by 1",
+                                     (POSTGRES_SCHEMA,))
+    assert tables == [("applied_versions",), ("heartbeat",), ("notifications",)]
+
+
+def test_commits_are_synchronous_whatever_the_server_says(postgres_database):
+    assert postgres_database.query("show synchronous_commit") == [("off",)]  # the test server's default
+    with NotificationJournal(postgres_database.dsn) as journal:
+        assert journal._db.execute("show synchronous_commit").fetchone() == ("on",)
+
+
+def test_a_dropped_connection_is_opened_again(postgres_database):
+    with NotificationJournal(postgres_database.dsn) as journal:
+        journal.record(body(notification("before")))
+        postgres_database.query("select pg_terminate_backend(pid) from pg_stat_activity where "
+                                "datname = current_database() and application_name = 'ocean-tracking webhook journal'")
+        with pytest.raises(journal.errors):
+            journal.record(body(notification("again")))  # the receiver answers 503; the service delivers again
+        assert journal.record(body(notification("again"))) is True
+        assert [n.id for n in journal.pending()] == ["before", "again"]
+
+
+def test_a_server_still_down_is_one_of_the_journals_errors(postgres_database, monkeypatch: pytest.MonkeyPatch):
+    from pipelines.warehouse.journals_postgres import JournalDatabaseError
+
+    with NotificationJournal(postgres_database.dsn) as journal:
+        journal._db._conn.close()  # as after the server dropped it
+
+        def still_down() -> None:
+            raise JournalDatabaseError("Cannot use the webhook journal in PostgreSQL at ...")
+
+        monkeypatch.setattr(journal._db, "_connect", still_down)
+        with pytest.raises(journal.errors):  # the receiver answers 503 on these, never a 500
+            journal.record(body(notification("n")))
+
+
+def _assert_safe(error: BaseException, password: str, where: str) -> None:
+    message = str(error)
+    assert isinstance(error, ConfigurationError)
+    assert "\n" not in message and where in message and WEBHOOK_JOURNAL_ENV in message, message
+    assert password not in message + repr(error) + "".join(traceback.format_exception(error))
+
+
+def test_the_password_is_in_no_repr_error_log_or_output(postgres_server, postgres_database, tmp_path: Path,
+                                                         caplog: pytest.LogCaptureFixture):
+    caplog.set_level(logging.DEBUG)
+    where = f"{postgres_server.host}:{postgres_server.port}/{postgres_database.name}"
+    with NotificationJournal(postgres_database.dsn) as journal:
+        journal.record(body(notification("n-1")))
+        shown = repr(journal) + str(journal) + repr(vars(journal)) + repr(journal._db) + repr(vars(journal._db))
+    assert postgres_server.password not in shown and where in shown
+
+    wrong = "wrong-pass-4b1d"
+    with pytest.raises(ConfigurationError) as refused:
+        NotificationJournal(postgres_database.dsn.replace(postgres_server.password, wrong))
+    _assert_safe(refused.value, wrong, where)
+    assert "password authentication failed" in str(refused.value)
+    secret, port = "s3cret-unreachable", free_port()
+    with pytest.raises(ConfigurationError) as unreachable:
+        NotificationJournal(f"postgresql://u:{secret}@127.0.0.1:{port}/journal?connect_timeout=5")
+    _assert_safe(unreachable.value, secret, f"127.0.0.1:{port}/journal")
+    assert postgres_server.password not in caplog.text and wrong not in caplog.text
+
+    status = subprocess.run([sys.executable, "-m", "pipelines", "webhooks", "status"], cwd=tmp_path,
+                            env={**os.environ, WEBHOOK_JOURNAL_ENV: postgres_database.dsn, "PYTHONPATH": str(REPO)},
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert f"Journal postgresql://{where}: pending 1" in status.stdout, status.stdout + status.stderr
+    assert postgres_server.password not in status.stdout + status.stderr
+
+
+def test_without_psycopg2_a_postgresql_journal_is_one_line(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delitem(sys.modules, "pipelines.warehouse.journals_postgres", raising=False)
+    monkeypatch.delattr(pipelines.warehouse, "journals_postgres", raising=False)
+    monkeypatch.setitem(sys.modules, "psycopg2", None)
+    with pytest.raises(ConfigurationError, match="needs psycopg2") as info:
+        NotificationJournal("postgresql://u:hunter2@127.0.0.1:5432/journal")
+    assert "\n" not in str(info.value) and "hunter2" not in str(info.value)

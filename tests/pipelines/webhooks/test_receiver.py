@@ -1,5 +1,6 @@
 """The webhook receiver over real HTTP: uvicorn on a loopback port (in a thread, and as the CLI's own process),
-deliveries sent with `requests` and signed like the service signs them."""
+deliveries sent with `requests` and signed like the service signs them; its journal a SQLite file, or a real
+PostgreSQL database (the receiver's pod and the runs' pods sharing it)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -33,7 +35,7 @@ HEADER = "X-T49-Webhook-Signature"
 @dataclass
 class Receiver:
     url: str
-    journal: Path
+    journal: Path | str
 
     def post(self, raw: bytes, sign: str | None = SECRET, **headers: str) -> requests.Response:
         if sign is not None:
@@ -49,7 +51,7 @@ def receiver(tmp_path: Path) -> Iterator[Receiver]:
         yield Receiver(running.root_url, journal)
 
 
-def rows(journal: Path) -> list[tuple]:
+def rows(journal: Path | str) -> list[tuple]:
     with NotificationJournal(journal) as opened:
         return [(n.id, n.status, n.document) for n in [*opened.pending(), *opened.failed()]]
 
@@ -155,11 +157,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_serving(tmp_path: Path, journal: Path, port: int, **extra_env: str) -> subprocess.Popen:
+def start_serving(tmp_path: Path, journal: Path | str, port: int, **extra_env: str) -> subprocess.Popen:
+    """`webhooks serve` as its own process: a SQLite journal given by --journal (which wins over the variable),
+    a PostgreSQL one by the variable (a password stays off the command line)."""
     env = {**os.environ, WEBHOOK_SECRET_ENV: SECRET, WEBHOOK_JOURNAL_ENV: str(tmp_path / "unused.sqlite"),
            "PYTHONPATH": str(REPO), **extra_env}
+    where = ["--journal", str(journal)]
+    if isinstance(journal, str):
+        env[WEBHOOK_JOURNAL_ENV], where = journal, []
     return subprocess.Popen(
-        [sys.executable, "-m", "pipelines", "webhooks", "serve", "--port", str(port), "--journal", str(journal)],
+        [sys.executable, "-m", "pipelines", "webhooks", "serve", "--port", str(port), *where],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
 
@@ -177,8 +184,8 @@ def wait_until_up(process: subprocess.Popen, url: str) -> None:
         time.sleep(0.05)
 
 
-def test_a_kill_right_after_the_2xx_loses_nothing(tmp_path: Path):
-    journal, port = tmp_path / "journal.sqlite", free_port()
+def test_a_kill_right_after_the_2xx_loses_nothing(tmp_path: Path, journal_location: Path | str):
+    journal, port = journal_location, free_port()
     process = start_serving(tmp_path, journal, port)
     try:
         receiver = Receiver(f"http://127.0.0.1:{port}", journal)
@@ -194,6 +201,30 @@ def test_a_kill_right_after_the_2xx_loses_nothing(tmp_path: Path):
     assert [(i, s, d) for i, s, d in rows(journal)] == [(d["data"]["id"], "pending", d) for d in documents]
     assert SECRET.encode() not in output
     assert not (tmp_path / "unused.sqlite").exists()  # --journal wins over the environment
+    if isinstance(journal, str):
+        password = urlsplit(journal).password
+        assert password.encode() not in output and f"{urlsplit(journal).port}/".encode() in output
+
+
+def test_a_postgresql_journal_receives_over_http(postgres_database):
+    with ReceiverThread(postgres_database.dsn, SECRET, heartbeat_seconds=0.1) as running:
+        receiver = Receiver(running.root_url, postgres_database.dsn)
+        documents = [notification(f"n-{i}") for i in range(3)]
+        for document in documents:
+            assert receiver.post(body(document)).json() == {"status": "accepted"}
+        assert receiver.post(body(documents[0])).json() == {"status": "duplicate"}
+        assert receiver.post(body(documents[0]), sign="wrong").status_code == 401
+        assert requests.get(receiver.url + "/healthz", timeout=5).json()["counts"] == {
+            "pending": 3, "applied": 0, "failed": 0}
+        deadline = time.monotonic() + 5
+        with NotificationJournal(postgres_database.dsn) as journal:  # as a run's pod reads it
+            while journal.last_beat() is None:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert journal.last_beat()[1] == running.url
+    assert rows(postgres_database.dsn) == [(d["data"]["id"], "pending", d) for d in documents]
+    stored = postgres_database.query("select body from ocean_tracking_webhooks.notifications")
+    assert SECRET not in repr(stored)
 
 
 def test_serve_without_a_secret_is_a_one_line_error(tmp_path: Path):

@@ -1,0 +1,106 @@
+"""Several accounts on several hosts (issue 20's done-when), with nothing shared between the "hosts" but a real
+PostgreSQL (the lake's catalog and the rate limiter's log) and a real S3-compatible server (the lake's files).
+
+Each host is a working directory and `DAGSTER_HOME` of its own with processes started in it. Host A syncs
+account `emea`; host B syncs account `apac` and, at the same time, a second run of `emea`. All three start at
+once against one sandbox serving both accounts at its real budget (100 requests per window per account, the
+window shortened): no account is ever answered 429, the second `emea` run waits for the first (the dataset's
+sync lock in PostgreSQL) and every row is loaded once; an analyst on a third host reads both accounts
+through the lake. No password, S3 secret or API key is printed anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from pipelines.settings import LIMITER_PATH_ENV, LIMITER_URL_ENV
+from pipelines.warehouse.store import WarehouseStore, ducklake_store
+from tests.conftest import FULL_KEY, REPO, SANDBOX_START
+from tests.e2e.conftest import api_total, cli_env
+from tests.lake.test_lake_across_hosts import BUCKET_URL_ENV, CATALOG_ENV
+
+pytestmark = pytest.mark.slow
+APAC_KEY = "sbx_test_hosts_apac_6e0b4f"  # the sandbox's account-2
+WINDOW = 1.0  # the sandbox's rate window and the clients', in seconds: 100 requests a second an account
+ACCOUNTS = {"OCEAN_TRACKING_ACCOUNTS": "emea,apac",
+            "SOURCES__OCEAN_TRACKING__ACCOUNTS__EMEA__API_KEY": FULL_KEY,
+            "SOURCES__OCEAN_TRACKING__ACCOUNTS__APAC__API_KEY": APAC_KEY}
+SYNC = [sys.executable, "-m", "pipelines", "sync", "--destination", "ducklake", "--no-progress", "--no-models"]
+
+
+def host_env(sandbox, folder: Path, shared: dict[str, str]) -> dict[str, str]:
+    """A host's environment: its own working directory, dlt folders, data folder and DAGSTER_HOME; the
+    accounts' keys; and what every host shares (the lake's catalog and bucket, the limiter's PostgreSQL)."""
+    (folder / "dagster_home").mkdir(parents=True, exist_ok=True)
+    env = cli_env(sandbox.base_url, folder, window=WINDOW, DAGSTER_HOME=str(folder / "dagster_home"),
+                  **ACCOUNTS, **shared)
+    del env["SOURCES__OCEAN_TRACKING__API_KEY"], env[LIMITER_PATH_ENV]  # each account's own key; the shared limiter
+    return env
+
+
+def start(command: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_hosts_sync_two_accounts_and_a_second_run_of_one_and_an_analyst_reads_both(
+    make_sandbox, tmp_path, postgres_database, s3_bucket, postgres_server, monkeypatch
+):
+    sandbox = make_sandbox(account_keys=[(APAC_KEY,)], start=SANDBOX_START, speed=0.0, rate_window=WINDOW)
+    shared = {CATALOG_ENV: postgres_database.dsn, **s3_bucket.dlt_env("lake/"), LIMITER_URL_ENV: postgres_database.dsn}
+    host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"
+    env_a, env_b = host_env(sandbox, host_a, shared), host_env(sandbox, host_b, shared)
+
+    runs = {
+        "emea on host A": start([*SYNC, "--account", "emea"], env_a, host_a),
+        "apac on host B": start([*SYNC, "--account", "apac"], env_b, host_b),
+        "emea again on host B": start([*SYNC, "--account", "emea"], env_b, host_b),
+    }
+    outputs = {name: run.communicate(timeout=600) for name, run in runs.items()}
+
+    for name, run in runs.items():
+        assert run.returncode == 0, f"{name}: {outputs[name][1][-3000:]}"
+    stats = requests.get(f"{sandbox.root_url}/_sandbox/stats", timeout=10).json()
+    assert stats["rate_limited_by_account"] == {}, "no account was ever answered 429"
+    assert set(stats["requests_by_account"]) == {"primary", "account-2"}
+    emea_waited = [name for name in ("emea on host A", "emea again on host B")
+                   if "Waiting for the sync lock of dataset ocean_tracking_emea" in outputs[name][1]]
+    assert len(emea_waited) == 1, "one emea run waited for the other, on the other host"
+    assert "Waiting for the sync lock" not in outputs["apac on host B"][1], "apac never waits for emea"
+
+    for name, value in shared.items():
+        monkeypatch.setenv(name, value)
+    lake: WarehouseStore = ducklake_store()
+    expected = {"emea": (FULL_KEY, 2), "apac": (APAC_KEY, 1)}
+    with lake.connect(read_only=True) as con:
+        for account, (key, loads) in expected.items():
+            for table, path in (("shipments", "/shipments"), ("containers", "/containers")):
+                rows, distinct = con.execute(
+                    f"select count(*), count(distinct id) from ocean_tracking_{account}.{table}").fetchone()
+                assert rows == distinct == api_total(sandbox, path, key=key), (account, table)
+            events = con.execute(f"select count(*), count(distinct id) from ocean_tracking_{account}.transport_events")
+            assert len(set(events.fetchone())) == 1, f"{account}: every event once"
+            done = con.execute(f"select count(*) from ocean_tracking_{account}._dlt_loads where status = 0").fetchone()
+            assert done[0] == loads, account
+
+    analyst = tmp_path / "analyst"  # a third host: only the catalog URL and the bucket's credentials
+    (analyst / "home").mkdir(parents=True)
+    analyst_env = {"PATH": os.environ["PATH"], "HOME": str(analyst / "home"), "PYTHONPATH": str(REPO),
+                   "OCEAN_TRACKING_DATA_DIR": str(analyst / "data"),
+                   **{name: value for name, value in shared.items() if name not in (BUCKET_URL_ENV, LIMITER_URL_ENV)}}
+    sql = ("select (select count(*) from ocean_tracking_emea.shipments) as emea, "
+           "(select count(*) from ocean_tracking_apac.shipments) as apac")
+    read = subprocess.run([sys.executable, "-m", "pipelines", "lake", "session", "--mode", "csv", "--sql", sql],
+                          env=analyst_env, cwd=analyst, capture_output=True, text=True, timeout=300)
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.split() == ["emea,apac", f"{api_total(sandbox, '/shipments')},"
+                                                f"{api_total(sandbox, '/shipments', key=APAC_KEY)}"]
+
+    printed = "".join(out + err for out, err in outputs.values()) + read.stdout + read.stderr
+    for secret in (postgres_server.password, s3_bucket.secret_access_key, FULL_KEY, APAC_KEY):
+        assert secret not in printed, "a secret was printed"
