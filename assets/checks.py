@@ -15,6 +15,10 @@
 
 All checks sit in the `ocean_tracking` pool: DuckDB refuses a reader in another process while a
 writer holds the file, so a check never overlaps an ingest op of another run.
+
+With several accounts (`assets.accounts`) every check is partitioned by account like the tables it checks
+(Dagster 1.13's `AssetCheckSpec(partitions_def=...)`, a preview feature): it reads its partition's dataset, and
+its result is recorded for that partition.
 """
 
 import os
@@ -26,6 +30,7 @@ from functools import partial
 import dagster as dg
 import duckdb
 
+from assets.accounts import account_of, account_partitions
 from assets.ingest import DEFAULT_FRESHNESS_HOURS, asset_key
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
 from pipelines.extract.columns import api_columns, loaded_columns, schema_drift
@@ -251,6 +256,7 @@ def _catalog() -> dict[dg.AssetCheckKey, tuple[dg.AssetCheckSpec, Evaluator]]:
                 asset=asset_key(spec.table),
                 description=f"({', '.join(spec.columns)}) is never null and unique{where}",
                 blocking=True,
+                partitions_def=account_partitions,
             ),
             partial(check_keys, spec=spec),
         ))
@@ -261,6 +267,7 @@ def _catalog() -> dict[dg.AssetCheckKey, tuple[dg.AssetCheckSpec, Evaluator]]:
                 asset=asset_key(rel.child),
                 additional_deps=[asset_key(rel.parent)],
                 description=f"every non-null {rel.child}.{rel.column} names a row of {rel.parent}.{rel.parent_column}",
+                partitions_def=account_partitions,
             ),
             partial(check_relationship, rel=rel),
         ))
@@ -273,7 +280,8 @@ def _catalog() -> dict[dg.AssetCheckKey, tuple[dg.AssetCheckSpec, Evaluator]]:
          "no item skipped by the syncs (sync_issues) has failed for more than a day (warns)", check_item_issues),
     )  # fmt: skip
     for name, table, description, evaluate in table_checks:
-        entries.append((dg.AssetCheckSpec(name, asset=asset_key(table), description=description), evaluate))
+        entries.append((dg.AssetCheckSpec(name, asset=asset_key(table), description=description,
+                                          partitions_def=account_partitions), evaluate))
     for table in (name for name in api_columns() if "__" not in name):
         entries.append((
             dg.AssetCheckSpec(
@@ -281,6 +289,7 @@ def _catalog() -> dict[dg.AssetCheckKey, tuple[dg.AssetCheckSpec, Evaluator]]:
                 asset=asset_key(table),
                 description=f"{table} and its nested tables hold only the columns the API documents, "
                 "and no variant column (warns)",
+                partitions_def=account_partitions,
             ),
             partial(check_schema_drift, table=table),
         ))
@@ -301,7 +310,9 @@ CATALOG = _catalog()
 def ocean_tracking_ingest_checks(
     context: dg.AssetCheckExecutionContext, warehouse: Warehouse
 ) -> Iterator[dg.AssetCheckResult]:
-    """Evaluate the selected ingest checks (keys, relationships, geometries, freshness, schema drift)."""
+    """Evaluate the selected ingest checks (keys, relationships, geometries, freshness, schema drift) on the
+    dataset of the partition's account."""
+    warehouse = warehouse.for_account(account_of(context))
     with warehouse.connect(read_only=True) as con:
         for key in sorted(context.selected_asset_check_keys, key=lambda k: k.to_user_string()):
             _, evaluate = CATALOG[key]

@@ -12,13 +12,15 @@ or `duckdb`), `DESTINATION__DUCKLAKE__CREDENTIALS__CATALOG` and `..._STORAGE__BU
 catalog and data path), `OCEAN_TRACKING_DUCKDB` (the file when the destination is `duckdb`),
 `OCEAN_TRACKING_DATA_DIR` (outputs), `OCEAN_TRACKING_PIPELINES_DIR` (dlt working folders). A variable
 that is set reaches Dagster as `dg.EnvVar` (the UI shows its name, not its value); an unset one falls
-back to the default.
+back to the default. `OCEAN_TRACKING_ACCOUNTS` (names, comma-separated) partitions the assets by account, each
+with its own key variable instead of the shared one: see `assets.accounts`.
 """
 
 import os
 
 import dagster as dg
 
+from assets.accounts import account_partitions
 from assets.alerts import alert_sensors
 from assets.automation import automation_sensor, with_automation
 from assets.checks import ingest_checks
@@ -59,10 +61,12 @@ def env_or(name: str, default: str):
 
 
 def build_resources() -> dict[str, dg.ConfigurableResource]:
-    """The shared resources, configured from the environment."""
+    """The shared resources, configured from the environment. With several accounts the API resource holds no
+    key: each account's is read by its own runs (`OceanTrackingApi.client`), so an account whose key is
+    missing fails its runs only."""
     return {
         "ocean_tracking_api": OceanTrackingApi(
-            api_key=dg.EnvVar(API_KEY_ENV),
+            api_key=dg.EnvVar(API_KEY_ENV) if account_partitions is None else None,
             base_url=env_or(BASE_URL_ENV, DEFAULT_BASE_URL),
             app_url=env_or(APP_URL_ENV, DEFAULT_APP_URL),
             rate_window_seconds=float(os.environ.get(RATE_WINDOW_ENV) or RATE_WINDOW_SECONDS),

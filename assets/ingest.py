@@ -11,7 +11,10 @@ materialization from dlt's schema, so they are the loaded ones.
 - the source is built FRESH in the asset body with the client of the `ocean_tracking_api` resource
   (a source reused across materializations fails every second run: dlt issue #4253);
 - the op runs in the `ocean_tracking` pool (limit 1 in dagster.yaml): two runs never split the
-  account's 100 requests/min nor fight over DuckDB's single writer.
+  account's 100 requests/min nor fight over DuckDB's single writer;
+- with several accounts (`assets.accounts`) the asset is partitioned by account: a run loads its partition's
+  account, with that account's key, into its dataset (`ocean_tracking_<account>`), and reads that account's
+  webhook journal.
 """
 
 import json
@@ -23,8 +26,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import dagster as dg
 
+from assets.accounts import SINGLE_ACCOUNT, account_of, account_partitions
 from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
-from pipelines.settings import DATASET_NAME, pipelines_dir
+from pipelines.settings import DATASET_NAME, Account, pipelines_dir
 from pipelines.warehouse.tables import last_loaded_at, table_row_counts
 
 if TYPE_CHECKING:
@@ -101,7 +105,8 @@ def ingest_spec(table: str) -> dg.AssetSpec:
         group_name=INGEST_GROUP,
         description=DESCRIPTIONS[table],
         kinds={"dlt", "duckdb"},
-        metadata={"dagster/table_name": f"{DATASET_NAME}.{table}"},
+        # with accounts, each partition's table is in its own dataset: named by each materialization instead
+        metadata={"dagster/table_name": f"{DATASET_NAME}.{table}"} if account_partitions is None else {},
         freshness_policy=dg.FreshnessPolicy.time_window(
             fail_window=timedelta(hours=DEFAULT_FRESHNESS_HOURS),
             warn_window=timedelta(hours=DEFAULT_FRESHNESS_HOURS - 2),
@@ -167,6 +172,7 @@ def table_metadata(table: str, rows: Mapping[str, int], loaded_at: Mapping[str, 
     specs=[ingest_spec(table) for table in LOAD_ORDER],
     can_subset=True,
     pool=OCEAN_TRACKING_POOL,
+    partitions_def=account_partitions,
 )
 def ocean_tracking_assets(
     context: dg.AssetExecutionContext,
@@ -183,10 +189,11 @@ def ocean_tracking_assets(
     from pipelines.warehouse.destinations import make_pipeline
 
     tables = [key.path[-1] for key in INGEST_KEYS if key in context.selected_asset_keys]
-    target = warehouse.target()
+    account = account_of(context)
+    target = warehouse.target(account)
     pipeline = make_pipeline(target, pipelines_dir=working_dir(context.instance))
     loaded = None
-    with ocean_tracking_api.client() as client:
+    with ocean_tracking_api.client(account) as client:
         try:
             if config.mode == "poll":
                 source = ocean_tracking(
@@ -195,9 +202,9 @@ def ocean_tracking_assets(
                 resources = [table for table in tables if table not in SIDE_TABLES]
                 if resources and len(tables) < len(INGEST_KEYS):
                     source = source.with_resources(*resources)
-                loaded = load_account(pipeline, source, target)
+                loaded = load_account(pipeline, source, target, key_fingerprint=client.settings.api_key.fingerprint)
             else:
-                loaded = targeted_load(context, config, client, target)
+                loaded = targeted_load(context, config, client, target, account)
         finally:  # what a failed run spent matters as much (429s, retries)
             stats = client.stats()
             context.instance.add_run_tags(context.run_id, api_spend_tags(stats))
@@ -211,9 +218,11 @@ def ocean_tracking_assets(
     row_counts = table_row_counts(target.store, target.dataset_name)
     loaded_at = last_loaded_at(target.store, target.dataset_name)
     for table in tables:
+        located = {} if account.name is None else {"dagster/table_name": f"{target.dataset_name}.{table}"}
         yield dg.MaterializeResult(
             asset_key=asset_key(table),
             metadata={
+                **located,
                 **table_metadata(table, row_counts, loaded_at),
                 "dagster/column_schema": column_schema(schema, table),
                 "dlt_load_ids": dg.MetadataValue.json(load_ids),
@@ -229,9 +238,9 @@ def ocean_tracking_assets(
 
 
 def targeted_load(context: dg.AssetExecutionContext, config: IngestConfig, client: "OceanTrackingClient",
-                  target: "Target") -> "Loaded | None":
+                  target: "Target", account: Account = SINGLE_ACCOUNT) -> "Loaded | None":
     """The `notifications` and `maps` modes of an ingest run (`pipelines.refresh`): what the webhook
-    journal names, or the maps the scheduler chose; reported in the run's log and tags."""
+    journal of `account` names, or the maps the scheduler chose; reported in the run's log and tags."""
     from pipelines.refresh import refresh_from_notifications, refresh_maps
     from pipelines.webhooks.journal import NotificationJournal
 
@@ -241,7 +250,7 @@ def targeted_load(context: dg.AssetExecutionContext, config: IngestConfig, clien
         context.log.info(result.plan.explain())
         context.instance.add_run_tags(context.run_id, map_plan_tags(result.plan))
         return result.loaded
-    with NotificationJournal() as journal:
+    with NotificationJournal(account=account) as journal:
         refreshed = refresh_from_notifications(client, target, journal, pipelines_dir=working_dir(context.instance),
                                                run_id=context.run_id)
     context.log.info(refreshed.summary())

@@ -8,7 +8,9 @@ otherwise overwrite at once, and on the plain DuckDB option a reader would wait 
 
 Where the files go: `<data_dir>/map_features.parquet`, `<data_dir>/maps/routes/<container number>.png`,
 `<data_dir>/maps/overview.png`. `data_dir` is run config (`MapsConfig.data_dir`), else the environment
-variable OCEAN_TRACKING_DATA_DIR, else `data`.
+variable OCEAN_TRACKING_DATA_DIR, else `data`. With several accounts (`assets.accounts`) the assets are
+partitioned by account and each account has its own files: `<data_dir>/map_features_<account>.parquet` and
+`<data_dir>/maps_<account>/` (routes and overview), drawn from its own dataset.
 
 Each file is redone only when what it shows changed, so a schedule that syncs often mostly finds nothing
 to do: the GeoParquet and the overview record the state of `map_features` they were made from (the
@@ -37,9 +39,10 @@ import dagster as dg
 import duckdb
 from pydantic import Field
 
+from assets.accounts import account_of, account_partitions
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
 from pipelines.geo.geoparquet import export_map_features_geoparquet, map_features_state
-from pipelines.settings import DATASET_NAME, GEOPARQUET_FILE_NAME, MAPS_DIR_NAME, data_dir
+from pipelines.settings import DATASET_NAME, MAPS_DIR_NAME, Account, data_dir, geoparquet_path
 from pipelines.warehouse.tables import table_exists
 
 MAPS_GROUP = "maps"
@@ -63,6 +66,14 @@ class MapsConfig(dg.Config):
     def base_dir(self) -> Path:
         """The configured folder, else $OCEAN_TRACKING_DATA_DIR, else `data`."""
         return Path(self.data_dir) if self.data_dir else data_dir()
+
+    def geoparquet(self, account: Account) -> Path:
+        """The account's GeoParquet in the base folder, named as `pipelines.settings.geoparquet_path` names it."""
+        return self.base_dir() / geoparquet_path(account).name
+
+    def maps_dir(self, account: Account) -> Path:
+        """The account's maps folder in the base folder: `maps`, or `maps_<account>` for a named account."""
+        return self.base_dir() / (MAPS_DIR_NAME if account.name is None else f"{MAPS_DIR_NAME}_{account.name}")
 
 
 # ---- reading the warehouse ---------------------------------------------------------------------------
@@ -207,7 +218,8 @@ def png_preview_md(path: Path, width: int = PREVIEW_WIDTH, alt: str = "map") -> 
 
 
 # Shared by the three file assets: they read the raw map tables and write files, one run at a time (the pool).
-MAPS_ASSET = {"key_prefix": KEY_PREFIX, "group_name": MAPS_GROUP, "deps": RAW_DEPS, "pool": OCEAN_TRACKING_POOL}
+MAPS_ASSET = {"key_prefix": KEY_PREFIX, "group_name": MAPS_GROUP, "deps": RAW_DEPS, "pool": OCEAN_TRACKING_POOL,
+              "partitions_def": account_partitions}
 
 # ---- assets ------------------------------------------------------------------------------------------
 
@@ -223,7 +235,9 @@ MAPS_ASSET = {"key_prefix": KEY_PREFIX, "group_name": MAPS_GROUP, "deps": RAW_DE
 def map_features_geoparquet(
     context: dg.AssetExecutionContext, config: MapsConfig, warehouse: Warehouse
 ) -> dg.MaterializeResult:
-    out_path = config.base_dir() / GEOPARQUET_FILE_NAME
+    account = account_of(context)
+    warehouse = warehouse.for_account(account)
+    out_path = config.geoparquet(account)
     export = export_map_features_geoparquet(warehouse.store(), out_path, dataset_name=warehouse.dataset_name)
     if export is None:
         context.log.info("no map features loaded yet: nothing written")
@@ -267,7 +281,9 @@ MAX_DRAWING_PROCESSES = 4
 def route_maps(
     context: dg.AssetExecutionContext, config: MapsConfig, warehouse: Warehouse
 ) -> dg.MaterializeResult:
-    folder = config.base_dir() / MAPS_DIR_NAME / "routes"
+    account = account_of(context)
+    warehouse = warehouse.for_account(account)
+    folder = config.maps_dir(account) / "routes"
     folder.mkdir(parents=True, exist_ok=True)
     at_sea = containers_at_sea(warehouse)
     files = route_files(at_sea)
@@ -388,7 +404,9 @@ OVERVIEW_RECORD = "overview.json"  # beside the overview: the map_features state
 def routes_overview(
     context: dg.AssetExecutionContext, config: MapsConfig, warehouse: Warehouse
 ) -> dg.MaterializeResult:
-    out_path = config.base_dir() / MAPS_DIR_NAME / "overview.png"
+    account = account_of(context)
+    warehouse = warehouse.for_account(account)
+    out_path = config.maps_dir(account) / "overview.png"
     record_path = out_path.with_name(OVERVIEW_RECORD)
     with warehouse.connect(read_only=True) as con:
         state = map_features_state(con, warehouse.dataset_name) or "no map features"

@@ -15,6 +15,10 @@ runs `dbt parse`), never while the definitions import:
 The build runs in the `ocean_tracking` pool (one writer) under the warehouse's writer lock, with `app_url`
 from the `ocean_tracking_api` resource (deep links need it). Each materialization reports its row count,
 columns and a preview, read after the build.
+
+With several accounts (`assets.accounts`) the models and their tests are partitioned by account: a run builds
+from its account's raw dataset (dbt var `raw_schema`) into its models schema (`analytics_schema`,
+`analytics_<account>`); the asset keys stay `analytics/<model>`.
 """
 
 import json
@@ -29,6 +33,7 @@ from dagster_dbt.asset_utils import (
     get_subset_selection_for_context,
 )
 
+from assets.accounts import account_of, account_partitions
 from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
 from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
 from pipelines.warehouse.models import (
@@ -81,6 +86,19 @@ class OceanTrackingTranslator(DagsterDbtTranslator):
         """`analytics_staging` for a model under models/staging, else `analytics`."""
         return STAGING_GROUP if "staging" in dbt_resource_props.get("fqn", [])[1:-1] else ANALYTICS_GROUP
 
+    def get_asset_check_spec(self, asset_spec: dg.AssetSpec, manifest: Mapping[str, Any], unique_id: str,
+                             project: Any) -> dg.AssetCheckSpec | None:
+        """dagster-dbt's check for a dbt test, partitioned by account like the models when accounts are
+        configured: a test's result is then its account's, not the last account's to run."""
+        spec = super().get_asset_check_spec(asset_spec, manifest, unique_id, project)
+        if spec is None or account_partitions is None:
+            return spec
+        return dg.AssetCheckSpec(
+            spec.name, asset=spec.asset_key, description=spec.description, additional_deps=spec.additional_deps,
+            blocking=spec.blocking, metadata=spec.metadata, automation_condition=spec.automation_condition,
+            partitions_def=account_partitions,
+        )  # fmt: skip
+
 
 def load_manifest() -> dict[str, Any]:
     """The manifest `dbt parse` wrote; a missing one fails the definitions with the one command to run."""
@@ -101,7 +119,7 @@ def _with_table_metadata(
     context: dg.AssetExecutionContext, events: list[Any], warehouse: Warehouse
 ) -> Iterator[Any]:
     """The build's events, each model's output with its row count, columns and a preview (read after the
-    build: a DuckDB file admits no reader while dbt writes it)."""
+    build: a DuckDB file admits no reader while dbt writes it) from the warehouse's models schema."""
 
     def key_of(event: Any) -> dg.AssetKey | None:
         if isinstance(event, dg.Output):
@@ -113,7 +131,7 @@ def _with_table_metadata(
     if keys:
         with warehouse.connect(read_only=True) as con:
             for key in keys:
-                table = f'{ANALYTICS_SCHEMA}."{key.path[-1]}"'
+                table = f'{warehouse.analytics_schema}."{key.path[-1]}"'
                 columns = con.execute(f"describe {table}").fetchall()
                 rows = con.execute(f"select count(*) from {table}").fetchone()[0]
                 tables[key] = {
@@ -172,19 +190,24 @@ def dbt_events(context: dg.AssetExecutionContext, outcome: Any) -> Iterator[Any]
     dagster_dbt_translator=TRANSLATOR,
     name="analytics_models",
     pool=OCEAN_TRACKING_POOL,
+    partitions_def=account_partitions,
 )
 def analytics_models(
     context: dg.AssetExecutionContext, warehouse: Warehouse, ocean_tracking_api: OceanTrackingApi
 ) -> Iterator[Any]:
     """`dbt build` of the selected models and their tests, in the configured warehouse, under its writer
     lock, in this process: the CLI sync's runner (`pipelines.warehouse.models.invoke_dbt`) with
-    dagster-dbt's subset selection, its test-to-check mapping, and the models' asset keys."""
+    dagster-dbt's subset selection, its test-to-check mapping, and the models' asset keys; from and into the
+    schemas of the partition's account."""
+    account = account_of(context)
+    warehouse = warehouse.for_account(account)
     store = warehouse.store()
     selection, indirect = get_subset_selection_for_context(
         context, MANIFEST, select="fqn:*", exclude=None, selector=None,
         dagster_dbt_translator=TRANSLATOR, current_dbt_indirect_selection_env=None,
     )  # fmt: skip
-    variables = dbt_vars(store, app_url=ocean_tracking_api.app_url)
+    variables = dbt_vars(store, app_url=ocean_tracking_api.setting("app_url", account),
+                         raw_schema=warehouse.dataset_name, analytics_schema=warehouse.analytics_schema)
     # dagster-dbt's choice for this subset (`empty` when the checks are chosen one by one), else `buildable`:
     # the tests of the selected models, those against their sources included (cautious would drop a test
     # reading a source), and none of an unselected model (eager would run deep_links' on stg_shipments)

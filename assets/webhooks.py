@@ -11,16 +11,19 @@
 - `webhook_feed_is_live` (an asset check on the shipments) warns when the receiver's heartbeat stopped or
   the newest notification is older than expected.
 
-Definitions only read the journal at a tick, never at import.
+Definitions only read the journal at a tick, never at import. With several accounts (`assets.accounts`) each
+account has its own receiver and journal (`webhook_journal_<account>.sqlite`): both sensors evaluate each account
+on its own (one run request per account, for its partition) and the check is partitioned by account.
 """
 
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
+from assets.accounts import SINGLE_ACCOUNT, account_of, account_partitions, account_runs_filter, per_account
 from assets.ingest import KEY_PREFIX, asset_key
 from pipelines.extract.budget import map_budget
-from pipelines.settings import webhook_journal_path
+from pipelines.settings import Account
 
 NOTIFICATION_TABLES = ("shipments", "shipment_eta_history", "containers", "transport_events", "terminals", "ports",
                        "vessels", "tracking_requests")
@@ -53,21 +56,22 @@ route_maps_job = dg.define_asset_job(
 )
 
 
-def receiver_alive(now: datetime | None = None) -> bool:
-    """Whether a webhook receiver beat recently on this host's journal (False when there is no journal)."""
+def receiver_alive(now: datetime | None = None, account: Account = SINGLE_ACCOUNT) -> bool:
+    """Whether a webhook receiver beat recently on this host's journal of `account` (False when there is no
+    journal)."""
     from pipelines.webhooks.journal import NotificationJournal
 
-    if not webhook_journal_path().exists():
+    if not NotificationJournal.exists(account=account):
         return False
-    with NotificationJournal() as journal:
+    with NotificationJournal(account=account) as journal:
         beat = journal.last_beat()
     return beat is not None and (now or datetime.now(UTC)) - beat[0] <= RECEIVER_DOWN_AFTER
 
 
-def busy(context: dg.SensorEvaluationContext, job_name: str) -> bool:
-    """A run of `job_name` is queued or running: the next one waits for it."""
+def busy(context: dg.SensorEvaluationContext, job_name: str, account: Account = SINGLE_ACCOUNT) -> bool:
+    """A run of `job_name` for `account` is queued or running: the next one waits for it."""
     runs = context.instance.get_run_records(
-        dg.RunsFilter(job_name=job_name, statuses=RUNNING_STATUSES), limit=1)
+        dg.RunsFilter(job_name=job_name, statuses=RUNNING_STATUSES, tags=account_runs_filter(account)), limit=1)
     return bool(runs)
 
 
@@ -79,29 +83,38 @@ def busy(context: dg.SensorEvaluationContext, job_name: str) -> bool:
     description="Applies journaled webhook notifications as they arrive (one refresh at a time).",
 )
 def webhook_notifications_sensor(context: dg.SensorEvaluationContext):
-    """Launch a refresh when notifications are pending; report those that could not be applied."""
+    """Launch a refresh when notifications are pending; report those that could not be applied (per account)."""
+    return per_account(context, lambda account: notifications_request(context, account))
+
+
+def notifications_request(context: dg.SensorEvaluationContext, account: Account) -> dg.RunRequest | dg.SkipReason:
+    """The notifications sensor for one account: a refresh when its journal holds pending notifications and none
+    of its refreshes is queued or running."""
     from pipelines.webhooks.journal import NotificationJournal
 
-    if not webhook_journal_path().exists():
+    if not NotificationJournal.exists(account=account):
         return dg.SkipReason("no webhook journal: no receiver has run on this host")
-    with NotificationJournal() as journal:
+    with NotificationJournal(account=account) as journal:
         counts = journal.counts()
         failed = journal.failed(limit=5) if counts["failed"] else []
         pending = journal.pending(limit=1)
+    whose = "" if account.name is None else f"{account.label}: "
     for notification in failed:
-        context.log.warning(f"Notification {notification.id} ({notification.event}) could not be applied: "
+        context.log.warning(f"{whose}Notification {notification.id} ({notification.event}) could not be applied: "
                             f"{notification.error}")
     if not pending:
         return dg.SkipReason(f"no pending notifications ({counts['applied']} applied, {counts['failed']} failed)")
-    if busy(context, apply_notifications_job.name):
+    if busy(context, apply_notifications_job.name, account):
         return dg.SkipReason(f"{counts['pending']} pending; a refresh is already queued or running")
     return dg.RunRequest(run_key=f"notifications-{pending[0].id}",
                          tags={f"{KEY_PREFIX}/notifications_pending": str(counts["pending"])})
 
 
-def spent_last_hour(instance: dg.DagsterInstance, now: datetime, exclude_job: str) -> int:
-    """Requests the runs of the last hour spent (their `api_requests` tags), but those of `exclude_job`."""
-    records = instance.get_run_records(dg.RunsFilter(created_after=now - timedelta(hours=1)))
+def spent_last_hour(instance: dg.DagsterInstance, now: datetime, exclude_job: str, account: Account = SINGLE_ACCOUNT) -> int:
+    """Requests the runs of `account` spent in the last hour (their `api_requests` tags), but those of
+    `exclude_job`: each account has its own budget."""
+    records = instance.get_run_records(dg.RunsFilter(created_after=now - timedelta(hours=1),
+                                                     tags=account_runs_filter(account)))
     return sum(int(record.dagster_run.tags.get(f"{KEY_PREFIX}/api_requests", "0"))
                for record in records if record.dagster_run.job_name != exclude_job)
 
@@ -114,13 +127,19 @@ def spent_last_hour(instance: dg.DagsterInstance, now: datetime, exclude_job: st
     description="While the webhook receiver is alive: every 15 minutes, the route maps the budget left allows.",
 )
 def route_map_freshness_sensor(context: dg.SensorEvaluationContext):
-    """Give the maps what the last hour's runs left of the budget, for the next 15 minutes."""
+    """Give the maps what the last hour's runs left of the budget, for the next 15 minutes (per account)."""
     now = datetime.now(UTC)
-    if not receiver_alive(now):
+    return per_account(context, lambda account: maps_request(context, now, account))
+
+
+def maps_request(context: dg.SensorEvaluationContext, now: datetime, account: Account) -> dg.RunRequest | dg.SkipReason:
+    """The map-freshness sensor for one account: a map refresh with what its last hour left of its budget,
+    while its receiver is alive and none of its map refreshes is queued or running."""
+    if not receiver_alive(now, account):
         return dg.SkipReason("no live webhook receiver: the hourly refresh schedule fetches the maps")
-    if busy(context, route_maps_job.name):
+    if busy(context, route_maps_job.name, account):
         return dg.SkipReason("a map refresh is already queued or running")
-    spent = spent_last_hour(context.instance, now, route_maps_job.name)
+    spent = spent_last_hour(context.instance, now, route_maps_job.name, account)
     budget = map_budget(MAP_INTERVAL_MINUTES, spent)
     if budget <= 0:
         return dg.SkipReason(f"no budget left for maps: the last hour's runs spent {spent} requests")
@@ -128,16 +147,19 @@ def route_map_freshness_sensor(context: dg.SensorEvaluationContext):
                          tags={f"{KEY_PREFIX}/map_budget": str(budget)})
 
 
-@dg.asset_check(asset=asset_key("shipments"), name="webhook_feed_is_live", blocking=False)
-def webhook_feed_is_live() -> dg.AssetCheckResult:
+@dg.asset_check(asset=asset_key("shipments"), name="webhook_feed_is_live", blocking=False,
+                partitions_def=account_partitions)
+def webhook_feed_is_live(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
     """Warn when a webhook receiver ran here but its heartbeat stopped, when the newest notification is older
-    than expected, or when notifications could not be applied. Passes (saying so) without webhooks."""
+    than expected, or when notifications could not be applied (the partition's account's journal). Passes
+    (saying so) without webhooks."""
     from pipelines.webhooks.journal import NotificationJournal
 
-    if not webhook_journal_path().exists():
+    account = account_of(context)
+    if not NotificationJournal.exists(account=account):
         return dg.AssetCheckResult(passed=True, metadata={"webhooks": "not in use (no journal)"})
     now = datetime.now(UTC)
-    with NotificationJournal() as journal:
+    with NotificationJournal(account=account) as journal:
         beat, newest, counts = journal.last_beat(), journal.newest_received_at(), journal.counts()
     problems = []
     if beat is None or now - beat[0] > RECEIVER_DOWN_AFTER:

@@ -6,12 +6,17 @@ same `writeback_session` the CLI uses (the journal is its own SQLite file). Run 
 (a CSV/manifest path, a folder for uploads, or a DuckDB table) and `dry_run`, which validates and
 reports what would be sent without sending or recording anything. Every row's outcome is run metadata;
 when a row did not succeed, the op fails with the counts as its message, as the CLI exits 1.
+
+With several accounts (`assets.accounts`) the op config's `account` says whose key writes (required then);
+empty is the single account. The account's batch has its own journal, looks numbers up in its dataset and
+publishes into its own schema (`writeback_<account>`; see `pipelines.writeback.store`).
 """
 
 from typing import Any
 
 import dagster as dg
 
+from assets.accounts import account_from_config
 from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
 
 # `pipelines.writeback` (and through it dlt's HTTP client) is imported inside the ops: loading the code
@@ -21,12 +26,14 @@ from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
 class WritebackSource(dg.Config):
     """Where the rows come from: `source_path` (CSV file, manifest or folder) or `source_table`
     (`[schema.]table` in the warehouse); `dry_run` sends nothing; `allow_formulas` lets through values a
-    spreadsheet would run as a formula (refused by default)."""
+    spreadsheet would run as a formula (refused by default); `account`: whose key writes, one of
+    OCEAN_TRACKING_ACCOUNTS (empty: the single account)."""
 
     source_path: str | None = None
     source_table: str | None = None
     dry_run: bool = False
     allow_formulas: bool = False
+    account: str = ""
 
     def source(self) -> str:
         """The one configured source; exactly one of path or table must be set."""
@@ -72,8 +79,9 @@ def create_tracking_requests_op(context: dg.OpExecutionContext, config: CreateTr
     from pipelines.writeback.store import writeback_session
     from pipelines.writeback.tracking_requests import NOT_DONE, create_tracking_requests
 
-    with writeback_session(warehouse.store(), dry_run=config.dry_run) as (con, store), \
-            ocean_tracking_api.client() as client:
+    account = account_from_config(config.account)
+    with writeback_session(warehouse.store(), dry_run=config.dry_run, account=account) as (con, store), \
+            ocean_tracking_api.client(account) as client:
         rows = read_rows(config.source(), con, columns=TRACKING_REQUEST_COLUMNS, allow_formulas=config.allow_formulas)
         report = create_tracking_requests(rows, client, store, dry_run=config.dry_run)
     rows = [{"row": r.row_index, "request_number": r.request_number, "status": r.status,
@@ -89,11 +97,12 @@ def patch_ref_numbers_op(context: dg.OpExecutionContext, config: PatchRefNumbers
     from pipelines.writeback.ref_numbers import patch_ref_numbers
     from pipelines.writeback.store import writeback_session
 
-    with writeback_session(warehouse.store(), dry_run=config.dry_run) as (con, store), \
-            ocean_tracking_api.client() as client:
+    account = account_from_config(config.account)
+    with writeback_session(warehouse.store(), dry_run=config.dry_run, account=account) as (con, store), \
+            ocean_tracking_api.client(account) as client:
         rows = read_rows(config.source(), con, columns=REF_NUMBER_COLUMNS, allow_formulas=config.allow_formulas)
         report = patch_ref_numbers(rows, client, store, con, dry_run=config.dry_run, replace=config.replace,
-                                   confirm_clear=config.confirm_clear)
+                                   confirm_clear=config.confirm_clear, dataset=account.dataset_name)
     rows = [{"row": r.row_index, "kind": r.kind, "id": r.target_id, "ref_numbers": r.ref_numbers,
              "status": r.status, "errors": r.errors} for r in report.results]
     return _finish(context, report.counts, rows, config.dry_run, {"failed", "invalid"})
@@ -106,9 +115,11 @@ def upload_documents_op(context: dg.OpExecutionContext, config: UploadDocumentsC
     from pipelines.writeback.documents import items_from_source, upload_documents
     from pipelines.writeback.store import writeback_session
 
-    with writeback_session(warehouse.store(), dry_run=config.dry_run) as (con, store), \
-            ocean_tracking_api.client() as client:
-        items = items_from_source(config.source(), con, allow_formulas=config.allow_formulas)
+    account = account_from_config(config.account)
+    with writeback_session(warehouse.store(), dry_run=config.dry_run, account=account) as (con, store), \
+            ocean_tracking_api.client(account) as client:
+        items = items_from_source(config.source(), con, allow_formulas=config.allow_formulas,
+                                  dataset=account.dataset_name)
         report = upload_documents(items, client, store, dry_run=config.dry_run)
     rows = [{"file": r.path, "name": r.name, "status": r.status, "step": r.step, "document_id": r.document_id,
              "errors": r.errors} for r in report.results]

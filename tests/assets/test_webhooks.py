@@ -62,18 +62,18 @@ def test_the_map_sensor_runs_only_with_a_live_receiver_and_gives_maps_what_the_h
 
 
 def test_the_feed_check_passes_without_webhooks_and_warns_when_the_receiver_is_down():
-    assert webhook_feed_is_live().passed
+    assert webhook_feed_is_live(dg.build_asset_check_context()).passed
     with NotificationJournal() as journal:
         journal.record(body(notification("n-1", created_at="2026-11-20T00:00:00Z")),
                        received_at=datetime.now(UTC) - timedelta(hours=7))
         journal.beat("http://127.0.0.1:1/webhooks", 1)
-    result = webhook_feed_is_live()
+    result = webhook_feed_is_live(dg.build_asset_check_context())
     assert not result.passed and result.severity == dg.AssetCheckSeverity.WARN
     assert "receiver is down" not in result.description and "no notification received for over 6 h" in result.description
     with NotificationJournal() as journal:
         journal._con.execute("update heartbeat set beat_at = '2020-01-01T00:00:00+00:00'")
         journal.mark_failed("n-1", "shipment x is not found at the service")
-    result = webhook_feed_is_live()
+    result = webhook_feed_is_live(dg.build_asset_check_context())
     assert "receiver is down" in result.description and "1 notification(s) could not be applied" in result.description
     assert webhook_journal_path().exists()
 

@@ -17,6 +17,11 @@ DOCKERIGNORE = DEPLOY / "Dockerfile.dockerignore"
 INSTANCE_YAML = DEPLOY / "dagster.yaml"
 HELM_VALUES = DEPLOY / "helm" / "values.yaml"
 ACCOUNT_TAG = "ocean_tracking/account"
+# Dagster's own tag on every run of a partition, however launched: with OCEAN_TRACKING_ACCOUNTS the partitions
+# are the accounts (assets/accounts.py), so it is the account of every run, UI launches and backfills included.
+PARTITION_TAG = "dagster/partition"
+# The queue's limits in both deployments (and the root dagster.yaml): one run in progress per account.
+RUN_TAG_LIMITS = [{"key": tag, "value": {"applyLimitPerUniqueValue": True}, "limit": 1} for tag in (PARTITION_TAG, ACCOUNT_TAG)]
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ import json
 import tomllib
 
 from tests.deploy.conftest import (
-    ACCOUNT_TAG,
     HELM_VALUES,
     INSTANCE_YAML,
     ROOT,
+    RUN_TAG_LIMITS,
     dockerfile_instructions,
     env_values,
     load_yaml,
@@ -34,7 +34,8 @@ def test_the_values_parse_and_target_the_chart_of_the_locked_dagster():
 
 def test_the_queue_limits_agree_with_the_instance():
     """Both run the QueuedRunCoordinator with the same limits: one run in progress per distinct value of
-    `ocean_tracking/account`, the same overall maximum, the same pool default and dequeue interval."""
+    `dagster/partition` and of `ocean_tracking/account`, the same overall maximum, the same pool default and
+    dequeue interval."""
     values, instance = load_yaml(HELM_VALUES), load_yaml(INSTANCE_YAML)
     coordinator = values["dagsterDaemon"]["runCoordinator"]
     assert coordinator["enabled"] and coordinator["type"] == instance["run_coordinator"]["class"] == "QueuedRunCoordinator"
@@ -44,8 +45,8 @@ def test_the_queue_limits_agree_with_the_instance():
     assert "tagConcurrencyLimits" not in queued and "maxConcurrentRuns" not in queued
     concurrency = values["concurrency"]
     assert concurrency["enabled"]
-    expected = [{"key": ACCOUNT_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
-    assert concurrency["runs"]["tagConcurrencyLimits"] == instance["concurrency"]["runs"]["tag_concurrency_limits"] == expected
+    assert instance["concurrency"]["runs"]["tag_concurrency_limits"] == RUN_TAG_LIMITS
+    assert concurrency["runs"]["tagConcurrencyLimits"] == RUN_TAG_LIMITS
     assert concurrency["runs"]["maxConcurrentRuns"] == instance["concurrency"]["runs"]["max_concurrent_runs"]
     assert concurrency["pools"]["defaultLimit"] == instance["concurrency"]["pools"]["default_limit"]
     daemon = values["dagsterDaemon"]

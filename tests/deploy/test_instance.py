@@ -1,7 +1,8 @@
 """deploy/dagster.yaml, the production instance, loads as a real DagsterInstance against a REAL PostgreSQL
 (tests/postgres_server.py) with its DAGSTER_PG_* variables: runs and events land in PostgreSQL and a
 second instance sees them; the queue the daemon reads keeps one run per account in progress and lets
-other accounts through (Dagster's own tag-limit counter over runs stored in PostgreSQL).
+other accounts through, by the account tag and by Dagster's partition tag (Dagster's own tag-limit counter
+over runs stored in PostgreSQL).
 
 The K8sRunLauncher cannot be constructed outside a cluster (it loads the in-cluster Kubernetes config), so
 the instance is loaded without its `run_launcher` block, and that block's config is validated on its own
@@ -24,7 +25,15 @@ from dagster._core.utils import make_new_run_id
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 from dagster_k8s import K8sRunLauncher
 
-from tests.deploy.conftest import ACCOUNT_TAG, INSTANCE_YAML, dockerfile_instructions, env_values, load_yaml
+from tests.deploy.conftest import (
+    ACCOUNT_TAG,
+    INSTANCE_YAML,
+    PARTITION_TAG,
+    RUN_TAG_LIMITS,
+    dockerfile_instructions,
+    env_values,
+    load_yaml,
+)
 
 JOB_IMAGE = "registry.example.com/ocean-tracking-elt:test"
 
@@ -75,10 +84,11 @@ ORIGIN = RemoteJobOrigin(
 )
 
 
-def _run(instance: DagsterInstance, account: str, status: DagsterRunStatus) -> DagsterRun:
-    """A `full_sync` run of `account` stored in the instance with `status`, as the queue would hold it."""
+def _run(instance: DagsterInstance, account: str, status: DagsterRunStatus, tag: str = ACCOUNT_TAG) -> DagsterRun:
+    """A `full_sync` run of `account` (named by `tag`) stored in the instance with `status`, as the queue
+    would hold it."""
     return instance.add_run(DagsterRun(job_name="full_sync", run_id=make_new_run_id(), status=status,
-                                       tags={ACCOUNT_TAG: account}, remote_job_origin=ORIGIN))  # fmt: skip
+                                       tags={tag: account}, remote_job_origin=ORIGIN))  # fmt: skip
 
 
 def test_runs_and_events_are_stored_in_postgresql_and_shared_between_instances(instance_home, postgres_database):
@@ -102,23 +112,23 @@ def test_runs_and_events_are_stored_in_postgresql_and_shared_between_instances(i
                    for event in second.all_logs(result.run_id))  # fmt: skip
 
 
-def test_the_queue_keeps_one_run_per_account_and_lets_other_accounts_through(instance_home):
+@pytest.mark.parametrize("tag", [ACCOUNT_TAG, PARTITION_TAG])
+def test_the_queue_keeps_one_run_per_account_and_lets_other_accounts_through(instance_home, tag):
     """The instance's run coordinator is the QueuedRunCoordinator, and the run-queue config the daemon reads
-    (`get_concurrency_config().run_queue_config`) limits the tag `ocean_tracking/account` to one run per
-    distinct value. Applied by Dagster's own counter to runs stored in PostgreSQL: with acme's run in
+    (`get_concurrency_config().run_queue_config`) limits the tags `dagster/partition` (on every run of an
+    account's partition, whoever launched it) and `ocean_tracking/account` to one run per distinct value.
+    Applied by Dagster's own counter to runs stored in PostgreSQL, for either tag: with acme's run in
     progress, acme's queued run is blocked and globex's is not."""
     with open_instance(instance_home) as instance:
         assert isinstance(instance.run_coordinator, QueuedRunCoordinator)
         queue = instance.get_concurrency_config().run_queue_config
-        assert queue.tag_concurrency_limits == [
-            {"key": ACCOUNT_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
-        ]
+        assert queue.tag_concurrency_limits == RUN_TAG_LIMITS
         assert queue.max_concurrent_runs == 8
         assert instance.get_concurrency_config().pool_config.default_pool_limit == 8
 
-        _run(instance, "acme", DagsterRunStatus.STARTED)
-        acme_waiting = _run(instance, "acme", DagsterRunStatus.QUEUED)
-        globex_waiting = _run(instance, "globex", DagsterRunStatus.QUEUED)
+        _run(instance, "acme", DagsterRunStatus.STARTED, tag)
+        acme_waiting = _run(instance, "acme", DagsterRunStatus.QUEUED, tag)
+        globex_waiting = _run(instance, "globex", DagsterRunStatus.QUEUED, tag)
     with open_instance(instance_home) as daemon_view:
         in_progress = daemon_view.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED]))
         queued = {run.run_id: run for run in daemon_view.get_runs(RunsFilter(statuses=[DagsterRunStatus.QUEUED]))}
@@ -129,7 +139,7 @@ def test_the_queue_keeps_one_run_per_account_and_lets_other_accounts_through(ins
         assert not counter.is_blocked(queued[globex_waiting.run_id])
         # once globex's run is launched, a second globex run waits behind it
         counter.update_counters_with_launched_item(queued[globex_waiting.run_id])
-        assert counter.is_blocked(DagsterRun(job_name="full_sync", run_id=make_new_run_id(), tags={ACCOUNT_TAG: "globex"}))
+        assert counter.is_blocked(DagsterRun(job_name="full_sync", run_id=make_new_run_id(), tags={tag: "globex"}))
 
 
 def test_retries_telemetry_and_logs_are_as_configured(instance_home):
