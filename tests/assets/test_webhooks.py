@@ -71,7 +71,7 @@ def test_the_feed_check_passes_without_webhooks_and_warns_when_the_receiver_is_d
     assert not result.passed and result.severity == dg.AssetCheckSeverity.WARN
     assert "receiver is down" not in result.description and "no notification received for over 6 h" in result.description
     with NotificationJournal() as journal:
-        journal._con.execute("update heartbeat set beat_at = '2020-01-01T00:00:00+00:00'")
+        journal._db.execute("update heartbeat set beat_at = '2020-01-01T00:00:00+00:00'")
         journal.mark_failed("n-1", "shipment x is not found at the service")
     result = webhook_feed_is_live(dg.build_asset_check_context())
     assert "receiver is down" in result.description and "1 notification(s) could not be applied" in result.description
