@@ -56,6 +56,7 @@ logger = logging.getLogger(__name__)
 # never block the writer, and a busy timeout, so a reader waits out a commit instead of failing.
 SQLITE_CATALOG_OPTIONS = "META_JOURNAL_MODE 'WAL', META_BUSY_TIMEOUT 10000"
 WRITER_LOCK_NAME = "writer.lock"
+CREATION_LOCK_NAME = "create.lock"
 # One run per dataset of a warehouse at a time, on any host (`WarehouseStore.syncing`): waited for as long as
 # the other run takes, never given up on.
 SYNC_LOCK_WAIT_SECONDS = float("inf")
@@ -217,12 +218,18 @@ class WarehouseStore:
             raise ConfigurationError(f"Could not attach {self.place}: {reason}") from None
 
     def create_if_missing(self) -> None:
-        """Create a lake on a server catalog (PostgreSQL) that no writer has created yet, under the writer
-        lock, so hosts starting at once create it once; before dlt's own connections touch it (its state
-        restore attaches with a data path, which would create the catalog unlocked). A lake on a SQLite
-        catalog is created by its first writer as before."""
-        if self.catalog_on_postgres and not self.exists():
-            with self.writing():
+        """Create a lake that no writer has created yet, under the writer lock, so processes (or hosts, on a
+        PostgreSQL catalog) starting at once create it once; before dlt's own connections touch it (its state
+        restore attaches with a data path, which would create the catalog unlocked). Two accounts' first
+        syncs into a fresh lake on a SQLite catalog otherwise race its creation: one fails on `database is
+        locked` (bench/accounts_parallel.py met it). On a SQLite catalog the creation takes a lock file of its
+        own rather than the writer lock, so a sync never waits for a writer before it extracts."""
+        if not self.is_lake or self.exists():
+            return
+        creating = self.writing() if self.catalog_on_postgres else exclusive_file_lock(
+            self.folder / CREATION_LOCK_NAME, f"the creation of {self.place}")
+        with creating:
+            if not self.exists():
                 self.prepare_for_load()
 
     def prepare_for_load(self) -> None:
