@@ -85,23 +85,26 @@ def test_two_accounts_land_in_their_own_datasets_and_models(make_sandbox, tmp_pa
     server = make_sandbox(**FROZEN, account_keys=[(OTHER_ACCOUNT_KEY,)])
     env = _accounts_env(server, tmp_path)
 
-    runs = {name: _sync(server, tmp_path, "--account", name, env=env) for name in ("emea", "apac")}
+    # both at once into a fresh lake: its creation is raced (one used to fail on `database is locked`)
+    processes = {name: subprocess.Popen(sync_command("--no-maps", "--account", name), env=env, text=True,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE) for name in ("emea", "apac")}
+    outputs = {name: process.communicate(timeout=600) for name, process in processes.items()}
 
-    assert all(run.returncode == 0 for run in runs.values()), {n: r.stderr for n, r in runs.items()}
+    assert all(process.returncode == 0 for process in processes.values()), outputs
     store = lake_in(tmp_path / "data")
     with store.connect(read_only=True) as con:
         shipments = {name: con.execute(f"select count(*) from ocean_tracking_{name}.shipments").fetchone()[0]
-                     for name in runs}
+                     for name in outputs}
         modelled = {name: con.execute(f"select count(*) from analytics_{name}.stg_shipments").fetchone()[0]
-                    for name in runs}
+                    for name in outputs}
         schemas = {row[0] for row in con.execute("select schema_name from information_schema.schemata").fetchall()}
     assert shipments == {"emea": api_total(server, "/shipments"),
                          "apac": api_total(server, "/shipments", key=OTHER_ACCOUNT_KEY)}
     assert shipments["emea"] != shipments["apac"], "the two accounts of this seed differ in size"
     assert modelled == shipments
     assert "ocean_tracking" not in schemas and "analytics" not in schemas, "no account fell back to the defaults"
-    assert "analytics_emea.container_status" in runs["emea"].stdout and "ocean_tracking_apac.shipments" in runs["apac"].stdout
-    output = "".join(run.stdout + run.stderr for run in runs.values())
+    assert "analytics_emea.container_status" in outputs["emea"][0] and "ocean_tracking_apac.shipments" in outputs["apac"][0]
+    output = "".join(out + err for out, err in outputs.values())
     assert FULL_KEY not in output and OTHER_ACCOUNT_KEY not in output
 
 
