@@ -42,11 +42,14 @@ def by_account(counters: dict) -> dict[str, int]:
     return {account: sum(buckets.values()) for account, buckets in counters.items()}
 
 
-def run_round(sandbox: SandboxProcess, names: list[str], window: float, folder: Path) -> list[tuple[str, float]]:
-    """Sync `names` at once, each in its own process; (name, wall seconds) per account."""
+def run_round(sandbox: SandboxProcess, names: list[str], window: float, folder: Path,
+              limiter: Path) -> list[tuple[str, float]]:
+    """Sync `names` at once, each in its own process, into a fresh lake in `folder`; (name, wall seconds) per
+    account. `limiter` is the host's limiter file, the same every round: a round starting right after another
+    must know what the previous one spent of each key's window, as the service does."""
     env = {**os.environ, ACCOUNTS_ENV: ",".join(names), "SOURCES__OCEAN_TRACKING__BASE_URL": sandbox.base_url,
            "SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS": str(window),
-           "SOURCES__OCEAN_TRACKING__LIMITER_PATH": str(folder / "limiter.sqlite"),
+           "SOURCES__OCEAN_TRACKING__LIMITER_PATH": str(limiter),
            "OCEAN_TRACKING_DATA_DIR": str(folder / "data"), "OCEAN_TRACKING_PIPELINES_DIR": str(folder / "dlt"),
            "PYTHONPATH": str(REPO)}
     env.pop("SOURCES__OCEAN_TRACKING__API_KEY", None)
@@ -81,12 +84,12 @@ def main() -> int:
     print(f"budget: 100 requests per {args.window:g} s per account ({budget:.1f}/s); {args.shipments} shipments "
           "in the primary account, the others seeded to other sizes")
     print(f"{'N':>2} {'account':>8} {'requests':>9} {'wall s':>7} {'req/s':>6} {'429s':>5}")
-    with sandbox:
+    with sandbox, tempfile.TemporaryDirectory(prefix="accounts-bench-limiter-") as host:
         for n in counts:
             names = list(KEYS)[:n]
             before = stats(sandbox)
             with tempfile.TemporaryDirectory(prefix="accounts-bench-") as tmp:
-                walls = dict(run_round(sandbox, names, args.window, Path(tmp)))
+                walls = dict(run_round(sandbox, names, args.window, Path(tmp), Path(host) / "limiter.sqlite"))
             after = stats(sandbox)
             spent = {a: r - by_account(before["requests_by_account"]).get(a, 0)
                      for a, r in by_account(after["requests_by_account"]).items()}  # fmt: skip
