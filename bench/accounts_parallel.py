@@ -56,17 +56,21 @@ def run_round(sandbox: SandboxProcess, names: list[str], window: float, folder: 
     for name in names:
         env[Account(name).api_key_env] = KEYS[name]
     started = time.perf_counter()
+    logs = {name: folder / f"{name}.stderr" for name in names}  # a file: a pipe could fill while we poll
     processes = {name: subprocess.Popen([sys.executable, "-m", "pipelines", "sync", "--account", name, "--no-models",
-                                         "--no-progress"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        text=True)
+                                         "--no-progress"], env=env, stdout=subprocess.DEVNULL,
+                                        stderr=logs[name].open("w"))
                  for name in names}  # fmt: skip
-    walls = []
-    for name, process in processes.items():
-        _, err = process.communicate()
-        if process.returncode:
-            raise SystemExit(f"sync of {name} failed: {err.strip().splitlines()[-1] if err.strip() else '?'}")
-        walls.append((name, time.perf_counter() - started))
-    return walls
+    walls: dict[str, float] = {}
+    while len(walls) < len(processes):  # each account's own end, not when a slower one before it ended
+        for name, process in processes.items():
+            if name not in walls and process.poll() is not None:
+                walls[name] = time.perf_counter() - started
+                if process.returncode:
+                    err = logs[name].read_text().strip()
+                    raise SystemExit(f"sync of {name} failed: {err.splitlines()[-1] if err else '?'}")
+        time.sleep(0.05)
+    return list(walls.items())
 
 
 def main() -> int:
