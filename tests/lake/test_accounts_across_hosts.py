@@ -1,13 +1,13 @@
 """Several accounts on several hosts (issue 20's done-when), with nothing shared between the "hosts" but a real
 PostgreSQL (the lake's catalog and the rate limiter's log) and a real S3-compatible server (the lake's files).
 
-Each host is a working directory and `DAGSTER_HOME` of its own with processes started in it. Host A syncs
-account `emea` with the CLI; host B syncs account `apac` with the CLI and, at the same time, materializes
-the ingest of partition `emea` with Dagster (`dagster asset materialize`, its own instance in its
-DAGSTER_HOME: nothing but PostgreSQL tells it about host A's run). All three start at
-once against one sandbox serving both accounts at its real budget (100 requests per window per account, the
-window shortened): no account is ever answered 429, the second `emea` run waits for the first (the dataset's
-sync lock in PostgreSQL) and every row is loaded once; an analyst on a third host reads both accounts
+Each host is a working directory and `DAGSTER_HOME` of its own with processes started in it. Host B
+materializes the ingest of partition `emea` with Dagster (`dagster asset materialize`, its own instance in its
+DAGSTER_HOME); while it extracts, host A syncs `emea` with the CLI and host B syncs `apac` with the CLI:
+nothing but PostgreSQL tells host A about host B's run. One sandbox serves both accounts at its real budget
+(100 requests per window per account, the window shortened): no account is ever answered 429, host A's `emea`
+run waits for host B's (the dataset's sync lock in PostgreSQL) while `apac` goes ahead, and every row is
+loaded once; an analyst on a third host reads both accounts
 through the lake. No password, S3 secret or API key is printed anywhere.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,9 @@ from tests.lake.test_lake_across_hosts import BUCKET_URL_ENV, CATALOG_ENV
 
 pytestmark = pytest.mark.slow
 APAC_KEY = "sbx_test_hosts_apac_6e0b4f"  # the sandbox's account-2
-WINDOW = 1.0  # the sandbox's rate window and the clients', in seconds: 100 requests a second an account
+# The sandbox's rate window and the clients', in seconds: 10 requests a second an account, so the first emea run
+# is still extracting, under its lock, well after the others have started.
+WINDOW = 10.0
 ACCOUNTS = {"OCEAN_TRACKING_ACCOUNTS": "emea,apac",
             "SOURCES__OCEAN_TRACKING__ACCOUNTS__EMEA__API_KEY": FULL_KEY,
             "SOURCES__OCEAN_TRACKING__ACCOUNTS__APAC__API_KEY": APAC_KEY}
@@ -48,8 +51,27 @@ def host_env(sandbox, folder: Path, shared: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def _served(sandbox) -> dict[str, int]:
+    """Requests the sandbox served so far, per account."""
+    counts = requests.get(f"{sandbox.root_url}/_sandbox/stats", timeout=10).json()["requests_by_account"]
+    return {account: sum(buckets.values()) for account, buckets in counts.items()}
+
+
 def start(command: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """A host's process, its output in files of its working directory (a pipe nobody reads while the test
+    waits could fill and stall it); `output` reads them once it ended."""
+    name = f"{len(list(cwd.glob('*.out')))}-{Path(command[0]).name}"
+    with (cwd / f"{name}.out").open("w") as out, (cwd / f"{name}.err").open("w") as err:
+        process = subprocess.Popen(command, env=env, cwd=cwd, text=True, stdout=out, stderr=err)
+    process.logs = (cwd / f"{name}.out", cwd / f"{name}.err")  # type: ignore[attr-defined]
+    return process
+
+
+def output(process: subprocess.Popen, timeout: float = 600) -> tuple[str, str]:
+    """(stdout, stderr) of a process `start` began, once it ended."""
+    process.wait(timeout)
+    out, err = process.logs  # type: ignore[attr-defined]
+    return out.read_text(), err.read_text()
 
 
 def test_two_hosts_sync_two_accounts_and_a_second_run_of_one_and_an_analyst_reads_both(
@@ -60,21 +82,25 @@ def test_two_hosts_sync_two_accounts_and_a_second_run_of_one_and_an_analyst_read
     host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"
     env_a, env_b = host_env(sandbox, host_a, shared), host_env(sandbox, host_b, shared)
 
+    first = start([*MATERIALIZE, "--partition", "emea"], env_b, host_b)
+    deadline = time.monotonic() + 300
+    while _served(sandbox).get("primary", 0) < 20:  # host B's emea run is extracting, so it holds the lock
+        assert first.poll() is None and time.monotonic() < deadline, output(first)[1][-3000:]
+        time.sleep(0.05)
     runs = {
+        "emea on host B (Dagster)": first,
         "emea on host A": start([*SYNC, "--account", "emea"], env_a, host_a),
         "apac on host B": start([*SYNC, "--account", "apac"], env_b, host_b),
-        "emea again on host B": start([*MATERIALIZE, "--partition", "emea"], env_b, host_b),
     }
-    outputs = {name: run.communicate(timeout=600) for name, run in runs.items()}
+    outputs = {name: output(run) for name, run in runs.items()}
 
     for name, run in runs.items():
         assert run.returncode == 0, f"{name}: {outputs[name][1][-3000:]}"
     stats = requests.get(f"{sandbox.root_url}/_sandbox/stats", timeout=10).json()
     assert stats["rate_limited_by_account"] == {}, "no account was ever answered 429"
     assert set(stats["requests_by_account"]) == {"primary", "account-2"}
-    emea_waited = [name for name in ("emea on host A", "emea again on host B")
-                   if "Waiting for the sync lock of dataset ocean_tracking_emea" in outputs[name][1]]
-    assert len(emea_waited) == 1, "one emea run waited for the other, on the other host"
+    assert "Waiting for the sync lock of dataset ocean_tracking_emea" in outputs["emea on host A"][1], \
+        "host A's emea run waited for host B's"
     assert "Waiting for the sync lock" not in outputs["apac on host B"][1], "apac never waits for emea"
 
     for name, value in shared.items():
