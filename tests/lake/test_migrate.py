@@ -160,7 +160,7 @@ def test_types_the_lake_cannot_hold_views_and_the_journal_come_along(odd_warehou
         assert "ocean_tracking_staging" not in schemas
     copied = WritebackStore(journal)
     try:
-        assert copied.con.execute("select count(*) from writeback.audit_log").fetchone() == (1,)
+        assert copied.rows("select count(*) from audit_log") == [(1,)]
     finally:
         copied.close()
 
