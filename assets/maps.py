@@ -73,7 +73,7 @@ class MapsConfig(dg.Config):
 
     def maps_dir(self, account: Account) -> Path:
         """The account's maps folder in the base folder: `maps`, or `maps_<account>` for a named account."""
-        return self.base_dir() / (MAPS_DIR_NAME if account.name is None else f"{MAPS_DIR_NAME}_{account.name}")
+        return self.base_dir() / account.suffixed(MAPS_DIR_NAME)
 
 
 # ---- reading the warehouse ---------------------------------------------------------------------------

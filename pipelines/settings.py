@@ -70,23 +70,30 @@ class Account:
 
     name: str | None = None
 
-    def _suffixed(self, base: str) -> str:
+    def suffixed(self, base: str) -> str:
+        """`base` for the single account, `<base>_<name>` for a named one: the one rule every name an account
+        owns follows (schemas, folders, files)."""
         return base if self.name is None else f"{base}_{self.name}"
+
+    def own_file(self, path: Path) -> Path:
+        """The account's own file beside `path`: `path` itself for the single account, `<stem>_<name><suffix>`
+        for a named one (its journals, its GeoParquet)."""
+        return path.with_name(self.suffixed(path.stem) + path.suffix)
 
     @property
     def dataset_name(self) -> str:
         """The schema of the account's raw tables."""
-        return self._suffixed(DATASET_NAME)
+        return self.suffixed(DATASET_NAME)
 
     @property
     def analytics_schema(self) -> str:
         """The schema the account's models are built into."""
-        return self._suffixed(ANALYTICS_SCHEMA)
+        return self.suffixed(ANALYTICS_SCHEMA)
 
     @property
     def writeback_schema(self) -> str:
         """The warehouse schema the account's write-back outcomes and audit log are published into."""
-        return self._suffixed(WRITEBACK_SCHEMA)
+        return self.suffixed(WRITEBACK_SCHEMA)
 
     @property
     def config_section(self) -> str:
@@ -162,9 +169,7 @@ def lake_url() -> Path:
 def geoparquet_path(account: Account | None = None) -> Path:
     """The GeoParquet export of the map features: `<data_dir>/map_features.parquet`, or
     `map_features_<account>.parquet` for a named account."""
-    if account is None or account.name is None:
-        return data_dir() / GEOPARQUET_FILE_NAME
-    return data_dir() / GEOPARQUET_FILE_NAME.replace(".parquet", f"_{account.name}.parquet")
+    return (account or Account()).own_file(data_dir() / GEOPARQUET_FILE_NAME)
 
 
 def maps_dir() -> Path:
@@ -191,9 +196,7 @@ def writeback_journal_path(warehouse: Path | None = None, account: Account | Non
         path = Path(configured)
     else:
         path = (warehouse.parent if warehouse is not None else data_dir()) / WRITEBACK_JOURNAL_FILE_NAME
-    if account is None or account.name is None:
-        return path
-    return path.with_name(f"{path.stem}_{account.name}{path.suffix}")
+    return (account or Account()).own_file(path)
 
 
 def writeback_journal_location(warehouse: Path | None = None, account: Account | None = None) -> str | Path:
@@ -214,9 +217,7 @@ def webhook_journal_path(account: Account | None = None) -> Path:
     configured = os.environ.get(WEBHOOK_JOURNAL_ENV)
     use_setting = configured and _journal_url(WEBHOOK_JOURNAL_ENV) is None
     path = Path(configured) if use_setting else data_dir() / WEBHOOK_JOURNAL_FILE_NAME
-    if account is None or account.name is None:
-        return path
-    return path.with_name(f"{path.stem}_{account.name}{path.suffix}")
+    return (account or Account()).own_file(path)
 
 
 def webhook_journal_location(account: Account | None = None) -> str | Path:

@@ -65,7 +65,7 @@ WHAT = "webhook journal"
 
 def postgres_schema(account: Account | None = None) -> str:
     """The PostgreSQL schema of an account's journal (the one account's, or a named account's own)."""
-    return POSTGRES_SCHEMA if account is None or account.name is None else f"{POSTGRES_SCHEMA}_{account.name}"
+    return (account or Account()).suffixed(POSTGRES_SCHEMA)
 
 
 @dataclass(frozen=True)

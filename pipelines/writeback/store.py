@@ -55,7 +55,7 @@ POSTGRES_SCHEMA = "ocean_tracking_writeback"  # never `writeback`: the journal's
 def postgres_schema(account: Account | None = None) -> str:
     """The PostgreSQL schema of an account's journal (the one account's, or a named account's own
     `ocean_tracking_writeback_<account>`)."""
-    return POSTGRES_SCHEMA if account is None or account.name is None else f"{POSTGRES_SCHEMA}_{account.name}"
+    return (account or Account()).suffixed(POSTGRES_SCHEMA)
 
 
 # `{schema}`: where the journal's tables are (SQLite: the attached `writeback`; PostgreSQL: `postgres_schema(account)`)
