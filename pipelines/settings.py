@@ -106,6 +106,11 @@ class Account:
         return API_KEY_ENV if self.name is None else f"{ENV_PREFIX}{ACCOUNTS_SECTION.upper()}__{self.name.upper()}__API_KEY"
 
     @property
+    def api_key_help(self) -> str:
+        """Where the account's key is set, for messages (`API_KEY_HELP` for the single account)."""
+        return f"{self.api_key_env} (or api_key under [{self.config_section}] in .dlt/secrets.toml)"
+
+    @property
     def label(self) -> str:
         """How messages name the account."""
         return "the account" if self.name is None else f"account {self.name}"

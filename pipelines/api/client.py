@@ -37,7 +37,7 @@ from requests.auth import AuthBase
 from requests.exceptions import ChunkedEncodingError, ContentDecodingError, Timeout
 from requests.utils import rewind_body
 
-from pipelines.api.config import ApiKey, Settings, api_key_help, load_settings
+from pipelines.api.config import ApiKey, Settings, load_settings
 from pipelines.api.ratelimit import SlidingWindowLimiter, bucket_for
 from pipelines.api.retry import RetryingClient, excuse, never_sent, parsed_body
 from pipelines.errors import (
@@ -359,7 +359,7 @@ class OceanTrackingClient:
         if status >= 300:
             raise error_from_response(
                 status, response.content, ctype, method=method, path=path, retry_after=_retry_after(response),
-                key_help=api_key_help(self.settings.account),
+                key_help=self.settings.account.api_key_help,
             )
         if not response.content:
             if empty_ok:

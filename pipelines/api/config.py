@@ -27,7 +27,6 @@ from pipelines.api.unknown_settings import unknown_settings
 from pipelines.errors import ConfigurationError
 from pipelines.settings import (
     ACCOUNTS_SECTION,
-    API_KEY_HELP,
     CONFIG_SECTION,
     DEFAULT_APP_URL,
     DEFAULT_BASE_URL,
@@ -80,7 +79,7 @@ def key_fingerprint(raw: str) -> str:
 
 def validate_api_key(raw: Any, account: Account | None = None) -> ApiKey:
     """Check the key's shape before any request; say what is wrong and what to do, never echo the key."""
-    where = f"Set {api_key_help(account or Account())}"
+    where = f"Set {(account or Account()).api_key_help}"
     if isinstance(raw, ApiKey):
         raw = raw.reveal()
     if raw is None or (isinstance(raw, str) and raw == ""):
@@ -107,13 +106,6 @@ def validate_api_key(raw: Any, account: Account | None = None) -> ApiKey:
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in raw):
         raise ConfigurationError(f"The API key contains control characters. {where}.")
     return ApiKey(raw)
-
-
-def api_key_help(account: Account) -> str:
-    """Where the key of `account` is set, for messages."""
-    if account.name is None:
-        return API_KEY_HELP
-    return f"{account.api_key_env} (or api_key under [{account.config_section}] in .dlt/secrets.toml)"
 
 
 @dataclass(frozen=True)
