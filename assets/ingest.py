@@ -29,7 +29,7 @@ import dagster as dg
 from assets.accounts import SINGLE_ACCOUNT, account_of, account_partitions
 from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
 from pipelines.settings import DATASET_NAME, Account, pipelines_dir
-from pipelines.warehouse.tables import last_loaded_at, table_row_counts
+from pipelines.warehouse.tables import count_rows, loader_session, newest_loads
 
 if TYPE_CHECKING:
     import dlt
@@ -183,6 +183,7 @@ def ocean_tracking_assets(
     """Load the selected tables in one dlt run (finishing an interrupted one first); report each table's
     rows, columns and freshness, and the run's API spend once, as run tags."""
     # dlt and the source are imported when a run needs them, not when the definitions load
+    from pipelines.compat import lake_connections_kept
     from pipelines.extract.item_issues import TooManyItemFailuresError, raise_if_excessive
     from pipelines.extract.source import ocean_tracking
     from pipelines.sync import load_account
@@ -214,9 +215,10 @@ def ocean_tracking_assets(
     if loaded is not None and (warning := loaded.issues.warning()):
         context.log.warning(warning)
     load_ids = list(loaded.load_info.loads_ids) if loaded is not None else []
-    schema = make_pipeline(target, pipelines_dir=working_dir(context.instance)).default_schema
-    row_counts = table_row_counts(target.store, target.dataset_name)
-    loaded_at = last_loaded_at(target.store, target.dataset_name)
+    pipeline = make_pipeline(target, pipelines_dir=working_dir(context.instance))
+    schema = pipeline.default_schema
+    with lake_connections_kept(), loader_session(pipeline, target.store) as con:
+        row_counts, loaded_at = count_rows(con, target.dataset_name), newest_loads(con, target.dataset_name)
     for table in tables:
         located = {} if account.name is None else {"dagster/table_name": f"{target.dataset_name}.{table}"}
         yield dg.MaterializeResult(

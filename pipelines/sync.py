@@ -26,6 +26,7 @@ from dlt.pipeline.exceptions import PipelineStepFailed
 from dlt.sources import DltSource
 
 from pipelines.api.client import OceanTrackingClient
+from pipelines.compat import lake_connections_kept
 from pipelines.errors import ConfigurationError
 from pipelines.extract.item_issues import ItemIssuesReport, issues_of_load
 from pipelines.extract.source import history_without_scd2, ocean_tracking
@@ -34,8 +35,8 @@ from pipelines.warehouse.destinations import Target, make_pipeline
 from pipelines.warehouse.locks import WarehouseLockedError, connect_waiting, exclusive_file_lock, locked_error
 from pipelines.warehouse.models import build_models, build_models_in_postgres
 from pipelines.warehouse.postgis import is_postgres, publish_geometry_view, unreachable
-from pipelines.warehouse.store import SYNC_LOCK_WAIT_SECONDS
-from pipelines.warehouse.tables import create_geometry_view, table_row_counts
+from pipelines.warehouse.store import SYNC_LOCK_WAIT_SECONDS, set_lake_options
+from pipelines.warehouse.tables import count_rows, ensure_geometry_view, loader_session
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,8 @@ def load_waiting(pipeline: dlt.Pipeline, target: Target) -> LoadInfo:
     if store.is_lake:
         try:
             with store.writing():
-                store.prepare_for_load()
+                with loader_session(pipeline, store) as con:  # a lake older than the writer's options gets them
+                    set_lake_options(con)
                 return pipeline.load()
         except WarehouseLockedError as error:
             raise WarehouseLockedError(f"{error} {kept}") from None
@@ -201,7 +203,7 @@ def load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target, *, k
     All of it under the dataset's sync lock (`syncing`); the key is checked against the dataset's
     (`claim_dataset`) once the state is restored, before the extraction."""
     try:
-        with syncing(pipeline, target):
+        with syncing(pipeline, target), lake_connections_kept():
             return _load_account(pipeline, source, target, key_fingerprint, adopt_key)
     except Exception as error:
         if (reason := unreachable(pipeline, error)) is None:
@@ -234,12 +236,18 @@ def _load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target, key
     info = load_waiting(pipeline, target)
     info.raise_on_failed_jobs()
     if store is not None:
-        with store.writing():
-            create_geometry_view(store, target.dataset_name)
+        refresh_views(pipeline, target)
     else:
         publish_geometry_view(pipeline, target.dataset_name)
     source_state = pipeline.state.get("sources", {}).get(SOURCE_NAME, {})
     return Loaded(info, finished, issues_of_load(source_state, info.loads_ids))
+
+
+def refresh_views(pipeline: dlt.Pipeline, target: Target) -> None:
+    """After a load into the embedded warehouse: the typed-geometry view of the map features, once the table
+    exists (`ensure_geometry_view`), in the loader's session, under the writer lock."""
+    with target.store.writing(), loader_session(pipeline, target.store) as con:
+        ensure_geometry_view(con, target.dataset_name)
 
 
 def sync_account(
@@ -269,7 +277,8 @@ def sync_account(
         if models:
             result.model_rows = build_models(store, app_url=client.settings.app_url, raw_schema=target.dataset_name,
                                              analytics_schema=schema)
-        result.row_counts = table_row_counts(store, target.dataset_name)
+        with lake_connections_kept(), loader_session(pipeline, store) as con:
+            result.row_counts = count_rows(con, target.dataset_name)
     elif models and is_postgres(pipeline):
         result.model_rows = build_models_in_postgres(pipeline, app_url=client.settings.app_url,
                                                      raw_schema=target.dataset_name, analytics_schema=schema)

@@ -114,12 +114,11 @@ def _hook_after_load() -> None:
     """After the load returned (the package is loaded), before the geometry view and the models, holding
     the warehouse's writer lock (taken for the view)."""
     import pipelines.sync
-    from pipelines.warehouse.store import WarehouseStore
 
-    def create_geometry_view(store: WarehouseStore, dataset_name: str) -> None:
-        kill("after_load", f"before the geometry view of {store.place}")
+    def refresh_views(pipeline, target) -> None:
+        kill("after_load", f"before the geometry view of {target.store.place}")
 
-    pipelines.sync.create_geometry_view = create_geometry_view
+    pipelines.sync.refresh_views = refresh_views
 
 
 HOOKS: dict[str, Callable[[], None]] = {
