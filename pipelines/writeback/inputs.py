@@ -14,9 +14,13 @@ breaks enclosed in double quotes with any quote inside doubled, UTF-8 (a byte or
 names are case-sensitive. A list inside one cell (`ref_numbers`, `shipment_tags`) is separated by `;`
 (`PO-1;PO-2`) or written as a JSON list (`["PO-1", "PO-2"]`); a DuckDB LIST column is taken as it is.
 
+Rows are numbered from `FIRST_ROW`, 1, the first row below the header: row N is line N+1 of a CSV file
+(later, when a blank line or a quoted line break comes before it; messages then name the line too) and row
+N of a table. Results, the journal's `row_index` and every message use that one numbering.
+
 Local validation runs before any request so a bad row costs nothing from the create bucket: blank
 number, unknown request_type, SCAC shape / known carrier / support for the request type, the ISO 6346
-check digit of container numbers, and duplicates within the batch.
+check digit of container numbers, and a number given twice in the batch.
 """
 
 from __future__ import annotations
@@ -47,6 +51,10 @@ _SCAC = re.compile(r"[A-Z]{2,4}")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
 _SNIFF_BYTES = 8192
+#: the number of the first row below the header (see the module docstring)
+FIRST_ROW = 1
+ROW_NUMBERING = (f"rows are numbered from {FIRST_ROW}: row {FIRST_ROW} is the first row below the header (line "
+                 f"{FIRST_ROW + 1} of a CSV file)")
 
 
 class Rfc4180(csv.Dialect):
@@ -79,18 +87,37 @@ class Columns:
         """Every accepted column name, required ones first."""
         return tuple(dict.fromkeys([*(n for group in self.required for n in group), *self.optional]))
 
+    @property
+    def only_optional(self) -> tuple[str, ...]:
+        """The optional names that are not also an alternative of a required group."""
+        return tuple(n for n in self.optional if not any(n in group for group in self.required))
+
     def describe(self) -> str:
         """The expected header in words, for error messages."""
-        required = ", ".join(group[0] if len(group) == 1 else "one or more of " + "|".join(group)
-                             for group in self.required)
-        text = f"expected header: {required} (required)"
-        optional = [n for n in self.optional if not any(n in group for group in self.required)]
-        if optional:
-            text += f", {', '.join(optional)} (optional)"
+        text = f"expected header: {self._required()} (required)"
+        if self.only_optional:
+            text += f", {', '.join(self.only_optional)} (optional)"
         if self.lists:
-            text += (f"; a list in one cell ({', '.join(self.lists)}) is separated by '{LIST_SEPARATOR}' "
-                     f"(PO-1{LIST_SEPARATOR}PO-2) or written as a JSON list")
+            text += f"; {self._list_rule()}"
         return text
+
+    def help(self) -> str:
+        """The columns for a command's --help, a fact a line: required, optional, and how a list in one cell
+        is written."""
+        lines = ["columns of the header line (names are case-sensitive):", f"  required: {self._required()}"]
+        if self.only_optional:
+            lines.append(f"  optional: {', '.join(self.only_optional)}")
+        if self.lists:
+            lines.append(f"  {self._list_rule()}")
+        return "\n".join(lines)
+
+    def _required(self) -> str:
+        return ", ".join(group[0] if len(group) == 1 else "one or more of " + "|".join(group)
+                         for group in self.required)
+
+    def _list_rule(self) -> str:
+        return (f"a list in one cell ({', '.join(self.lists)}) is separated by '{LIST_SEPARATOR}' "
+                f"(PO-1{LIST_SEPARATOR}PO-2) or written as a JSON list")
 
 
 TRACKING_REQUEST_COLUMNS = Columns(
@@ -106,12 +133,23 @@ MANIFEST_COLUMNS = Columns("document manifest", (("file", "path"),), ("name", *_
 
 class InputRows(list):
     """The rows of one input (dicts, column → value), plus its header, where the header is
-    (`refs.csv line 1`, `table batch`) and where each row came from (`refs.csv line 4`)."""
+    (`refs.csv line 1`, `table batch`), where each row came from (`refs.csv line 4`) and, for a CSV file,
+    the line each row starts on."""
 
     def __init__(self, rows: Iterable[dict[str, Any]] = (), *, header: Sequence[str] = (),
-                 header_place: str = "input", places: Sequence[str] = ()) -> None:
+                 header_place: str = "input", places: Sequence[str] = (), lines: Sequence[int] = ()) -> None:
         super().__init__(rows)
         self.header, self.header_place, self.places = list(header), header_place, list(places)
+        self.lines = list(lines)
+
+
+def row_name(rows: Sequence[Any], number: int) -> str:
+    """How a message names row `number` (counted from `FIRST_ROW`) of `rows`: `row 2`, with its place when
+    it came from a CSV file (`row 2 (refs.csv line 3)`): after a blank line or a quoted line break the line
+    is not the row's number plus one."""
+    if isinstance(rows, InputRows) and rows.lines:
+        return f"row {number} ({rows.places[number - FIRST_ROW]})"
+    return f"row {number}"
 
 
 def read_rows(source: str | Path, con: duckdb.DuckDBPyConnection | None = None, *,
@@ -235,6 +273,7 @@ def _parse_csv(handle: IO[str], label: str, columns: Columns | None) -> InputRow
                 raise InputError(_field_count_problem(f"{label} line {line}", len(record), len(rows.header)))
             rows.append({k: v for k, v in zip(rows.header, record, strict=True) if k})
             rows.places.append(f"{label} line {line}")
+            rows.lines.append(line)
     except csv.Error as exc:
         if "field larger than field limit" in str(exc):
             raise InputError(f"{label} line {start}: a field is over {csv.field_size_limit() // 1024} KB, the "
@@ -287,7 +326,7 @@ def _read_table(name: str, con: duckdb.DuckDBPyConnection | None, columns: Colum
         check_header(header, columns, f"table {name}")
     rows = InputRows((dict(zip(header, row, strict=True)) for row in cursor.fetchall()), header=header,
                      header_place=f"table {name}")
-    rows.places = [f"table {name} row {i}" for i in range(1, len(rows) + 1)]
+    rows.places = [f"table {name} row {i}" for i in range(FIRST_ROW, FIRST_ROW + len(rows))]
     return rows
 
 
@@ -380,7 +419,8 @@ def normalize_number(number: str, request_type: str) -> str:
 
 @dataclass
 class TrackingRow:
-    """One normalized tracking-request row, its idempotency key and local problems."""
+    """One normalized tracking-request row (numbered from `FIRST_ROW`), its idempotency key and local
+    problems; `duplicate_of` is the earlier row of this batch with the same number, if any."""
 
     row_index: int
     request_number: str
@@ -391,15 +431,19 @@ class TrackingRow:
     customer_id: str | None
     customer_name: str | None
     problems: list[dict[str, str]] = field(default_factory=list)
+    duplicate_of: int | None = None
+
+    @property
+    def number(self) -> tuple[str, str]:
+        """What the service tracks once: the request type and the number as the service normalises it
+        (case, spaces). Whatever else a row says (SCAC, ref_numbers, tags, customer) names the same
+        tracking request, so a second row with this number, in the batch or in a later one, creates nothing."""
+        return self.request_type, self.request_number
 
     @property
     def row_key(self) -> str:
-        """Idempotency key: sha256 of the normalized row (same content → same key → never sent twice)."""
-        payload = json.dumps(
-            [self.request_type, self.request_number, self.scac or "", self.ref_numbers, self.shipment_tags,
-             self.customer_id or "", (self.customer_name or "").casefold()],
-            separators=(",", ":"),
-        )
+        """Idempotency key, the journal's key of the number's outcome: sha256 of `number`."""
+        payload = json.dumps(list(self.number), separators=(",", ":"))
         return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
     def as_record(self) -> dict[str, Any]:
@@ -428,13 +472,14 @@ def _problem(column: str, detail: str, code: str) -> dict[str, str]:
 def parse_tracking_rows(
     rows: Iterable[Mapping[str, Any]], carriers: Mapping[str, Mapping[str, Any]] | None
 ) -> list[TrackingRow]:
-    """Normalize and validate rows; `carriers` maps SCAC (and alternative SCACs) to shipping-line
-    attributes (from GET /shipping_lines), or None to check only the SCAC's shape. Raises InputError when
-    the columns are not those of `TRACKING_REQUEST_COLUMNS` (a misnamed column would be read as blank)."""
+    """Normalize and validate rows, numbered from `FIRST_ROW`; `carriers` maps SCAC (and alternative SCACs)
+    to shipping-line attributes (from GET /shipping_lines), or None to check only the SCAC's shape. A row
+    whose `number` an earlier row of the batch has is a `duplicate` of that row. Raises InputError when the
+    columns are not those of `TRACKING_REQUEST_COLUMNS` (a misnamed column would be read as blank)."""
     rows = check_columns(rows, TRACKING_REQUEST_COLUMNS)
     parsed: list[TrackingRow] = []
-    seen: dict[tuple[str, str, str], int] = {}
-    for index, raw in enumerate(rows):
+    first_with: dict[tuple[str, str], int] = {}
+    for index, raw in enumerate(rows, FIRST_ROW):
         rtype = cell(raw, "request_type").lower()
         number = normalize_number(cell(raw, "request_number"), rtype)
         scac = cell(raw, "scac").upper() or None
@@ -457,12 +502,12 @@ def parse_tracking_rows(
         if customer_id and not is_uuid(customer_id):
             row.problems.append({"column": "customer_id", "pointer": "/data/relationships/customer",
                                  "detail": "customer_id must be a party UUID", "code": "invalid"})
-        identity = (rtype, number, scac or "")
-        if number and identity in seen:
-            row.problems.append(_problem("request_number", f"duplicate of row {seen[identity]} in this batch",
-                                         "duplicate"))
-        else:
-            seen.setdefault(identity, index)
+        if number and row.number in first_with:
+            row.duplicate_of = first_with[row.number]
+            row.problems.append(_problem("request_number", f"duplicate of {row_name(rows, row.duplicate_of)} in "
+                                         "this batch", "duplicate"))
+        elif number:
+            first_with[row.number] = index
         parsed.append(row)
     return parsed
 
