@@ -1,6 +1,6 @@
 """Issue 31, tried as a new user would: a number is created on the service once, whatever later batches say
 about it (a duplicate row, a rerun on another host, a changed or invalid row); rows are numbered as the user
-sees them in the file."""
+sees them in the file; the commands' --help lists their columns and exit codes."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ import csv
 import uuid
 from pathlib import Path
 
+import pytest
+
 from pipelines.cli import main
 from pipelines.writeback.inputs import (
+    MANIFEST_COLUMNS,
+    REF_NUMBER_COLUMNS,
+    TRACKING_REQUEST_COLUMNS,
     parse_tracking_rows,
     read_rows,
 )
@@ -83,6 +88,26 @@ def test_a_number_journaled_under_an_older_key_is_not_created_again(sandbox, tmp
     store.close()
     assert [(r.status, r.tracking_request_id) for r in report.results] == [("skipped", "tr-old")]
     assert tracking_count(sandbox, number) == 0
+
+
+@pytest.mark.parametrize(("command", "columns", "not_done"), [
+    ("create-tracking-requests", TRACKING_REQUEST_COLUMNS, "1 some rows not done (failed, invalid, rejected, unknown)"),
+    ("patch-ref-numbers", REF_NUMBER_COLUMNS, "1 some rows not done (failed, invalid)"),
+    ("upload-documents", MANIFEST_COLUMNS, "1 some files not done (failed)"),
+])
+def test_help_lists_the_columns_the_row_numbering_and_the_exit_codes(command, columns, not_done, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())  # argparse wraps the options' help at the terminal's width
+    required = [group[0] if len(group) == 1 else "one or more of " + "|".join(group) for group in columns.required]
+    assert f"required: {', '.join(required)}" in shown
+    optional = [n for n in columns.optional if not any(n in group for group in columns.required)]
+    assert f"optional: {', '.join(optional)}" in shown if optional else "optional:" not in shown
+    numbered = "rows are numbered from 1: row 1 is the first row below the header (line 2 of a CSV file)"
+    assert (numbered in shown) == (command != "upload-documents")  # its results are files, not rows
+    codes = shown.split("exit codes")[1]
+    assert "0 all" in codes and not_done in codes and "2 bad input or usage" in codes
 
 
 def test_rows_are_numbered_as_the_file_shows_them(sandbox, tmp_path, capsys):
