@@ -27,7 +27,6 @@ from pipelines.writeback.documents import items_from_source, upload_documents
 from pipelines.writeback.inputs import (
     MANIFEST_COLUMNS,
     REF_NUMBER_COLUMNS,
-    REQUEST_TYPES,
     ROW_NUMBERING,
     TRACKING_REQUEST_COLUMNS,
     read_rows,
@@ -35,6 +34,7 @@ from pipelines.writeback.inputs import (
 from pipelines.writeback.ref_numbers import patch_ref_numbers
 from pipelines.writeback.store import writeback_session
 from pipelines.writeback.tracking_requests import create_tracking_requests
+from pipelines.writeback.tracking_rows import REQUEST_TYPES
 
 console = Console()
 

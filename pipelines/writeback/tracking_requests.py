@@ -39,9 +39,9 @@ from pipelines.errors import (
     WriteOutcomeUnknownError,
 )
 from pipelines.settings import PAGE_SIZE
-from pipelines.writeback.inputs import TrackingRow, parse_tracking_rows
 from pipelines.writeback.lookups import PartyResolver, fetch_carriers
 from pipelines.writeback.store import ACCEPTED, PENDING, UNKNOWN, WritebackStore, error_summary
+from pipelines.writeback.tracking_rows import TrackingRow, parse_tracking_rows
 
 logger = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from pipelines.writeback.inputs import (
     MANIFEST_COLUMNS,
     REF_NUMBER_COLUMNS,
     TRACKING_REQUEST_COLUMNS,
-    parse_tracking_rows,
     read_rows,
 )
 from pipelines.writeback.store import WritebackStore
 from pipelines.writeback.tracking_requests import create_tracking_requests
+from pipelines.writeback.tracking_rows import parse_tracking_rows
 from tests.conftest import FULL_KEY
 from tests.e2e.conftest import make_client
 from tests.writeback.conftest import tracking_count

@@ -12,12 +12,11 @@ from pipelines.writeback.inputs import (
     REF_NUMBER_COLUMNS,
     TRACKING_REQUEST_COLUMNS,
     check_header,
-    iso6346_valid,
     looks_like_formula,
-    parse_tracking_rows,
     read_rows,
     split_list,
 )
+from pipelines.writeback.tracking_rows import iso6346_valid, parse_tracking_rows
 
 CARRIERS = {
     "MAEU": {"bill_of_lading_tracking_support": True, "container_number_tracking_support": True},
