@@ -22,26 +22,72 @@ from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.settings import ACCOUNTS_ENV, API_KEY_ENV, DESTINATION_ENV
 from pipelines.warehouse.store import embedded_store
+from pipelines.writeback import documents, ref_numbers, tracking_requests
 from pipelines.writeback.documents import items_from_source, upload_documents
-from pipelines.writeback.inputs import REF_NUMBER_COLUMNS, TRACKING_REQUEST_COLUMNS, read_rows
+from pipelines.writeback.inputs import (
+    MANIFEST_COLUMNS,
+    REF_NUMBER_COLUMNS,
+    ROW_NUMBERING,
+    TRACKING_REQUEST_COLUMNS,
+    read_rows,
+)
 from pipelines.writeback.ref_numbers import patch_ref_numbers
 from pipelines.writeback.store import writeback_session
-from pipelines.writeback.tracking_requests import NOT_DONE, create_tracking_requests
+from pipelines.writeback.tracking_requests import create_tracking_requests
+from pipelines.writeback.tracking_rows import REQUEST_TYPES
 
 console = Console()
 
+_TRACKING_HELP = f"""\
+Create a tracking request for each row of FILE (a CSV file, or a [schema.]table in the warehouse), once
+per number: a number created before, by any batch sharing the journal, is skipped, and a number given
+twice in FILE is sent for its first row only (case and spaces in a number do not matter).
+
+{TRACKING_REQUEST_COLUMNS.help()}
+request_type is one of {", ".join(REQUEST_TYPES)}; a blank scac lets the service detect the carrier
+{ROW_NUMBERING}"""
+
+_REF_NUMBERS_HELP = f"""\
+Add each row's ref_numbers to the current list of its shipment or container (or, with --replace, set
+exactly that list); a row names its target by id, or by a number the synced warehouse knows. FILE is a
+CSV file, or a [schema.]table in the warehouse.
+
+{REF_NUMBER_COLUMNS.help()}
+{ROW_NUMBERING}"""
+
+_DOCUMENTS_HELP = f"""\
+Upload each file of SOURCE once as a document: a folder (each file in it, named after itself) or a
+manifest, a CSV file or a [schema.]table in the warehouse, that lists the files (paths relative to the
+manifest's folder) and what each is attached to.
+
+manifest {MANIFEST_COLUMNS.help()}"""
+
+
+def exit_codes(unit: str, not_done: set[str]) -> str:
+    """The exit codes of a write-back command, for its --help; `unit` is what it counts (rows, files) and
+    `not_done` the statuses that make a batch exit with 1."""
+    return (f"exit codes (a --dry-run exits the same way for what it checks):\n"
+            f"  0  all {unit} done\n"
+            f"  1  some {unit} not done ({', '.join(sorted(not_done))}): see the table, fix them and run again\n"
+            f"     (what is done is not sent again)\n"
+            f"  2  bad input or usage, refused before anything was sent (the one-line error says what to fix),\n"
+            f"     or an error that stopped the command (configuration, the service)")
+
 
 def register(commands: argparse._SubParsersAction) -> None:
-    """Add the three write-back subcommands to the `python -m pipelines` parser."""
+    """Add the three write-back subcommands to the `python -m pipelines` parser, each with a --help that
+    lists the columns its input takes and its exit codes."""
     specs = (
         ("create-tracking-requests", "FILE", "CSV file or DuckDB table of tracking requests to create",
-         run_create_tracking_requests),
+         _TRACKING_HELP, exit_codes("rows", tracking_requests.NOT_DONE), run_create_tracking_requests),
         ("patch-ref-numbers", "FILE", "CSV file or DuckDB table of ref_numbers to add (or set with --replace)",
-         run_patch_ref_numbers),
-        ("upload-documents", "SOURCE", "folder of files, or a manifest CSV / DuckDB table", run_upload_documents),
+         _REF_NUMBERS_HELP, exit_codes("rows", ref_numbers.NOT_DONE), run_patch_ref_numbers),
+        ("upload-documents", "SOURCE", "folder of files, or a manifest CSV / DuckDB table",
+         _DOCUMENTS_HELP, exit_codes("files", documents.NOT_DONE), run_upload_documents),
     )
-    for name, metavar, help_text, handler in specs:
-        sub = commands.add_parser(name, help=help_text)
+    for name, metavar, help_text, description, epilog, handler in specs:
+        sub = commands.add_parser(name, help=help_text, description=description, epilog=epilog,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
         sub.add_argument("source", metavar=metavar, help=help_text)
         sub.add_argument("--dry-run", action="store_true", help="validate and report; send and record nothing")
         sub.add_argument(
@@ -95,7 +141,7 @@ def run_create_tracking_requests(args: argparse.Namespace) -> int:
     rows = [(r.row_index, r.request_number, r.status, r.tracking_request_id,
              "; ".join(f"{e.get('pointer') or ''} {e.get('detail')}".strip() for e in r.errors)) for r in report.results]
     _print("Tracking requests", rows, ("row", "number", "status", "id", "errors"), report.counts)
-    return 1 if any(r.status in NOT_DONE for r in report.results) else 0
+    return 1 if any(r.status in tracking_requests.NOT_DONE for r in report.results) else 0
 
 
 def run_patch_ref_numbers(args: argparse.Namespace) -> int:
@@ -114,7 +160,7 @@ def run_patch_ref_numbers(args: argparse.Namespace) -> int:
               "; ".join(r.errors)) for r in report.results]
     _print("ref_numbers (dry run: nothing sent)" if args.dry_run else "ref_numbers", table,
            ("row", "kind", "id", "before → after", "status", "errors"), report.counts)
-    return 1 if any(r.status in ("failed", "invalid") for r in report.results) else 0
+    return 1 if any(r.status in ref_numbers.NOT_DONE for r in report.results) else 0
 
 
 def run_upload_documents(args: argparse.Namespace) -> int:
@@ -125,4 +171,4 @@ def run_upload_documents(args: argparse.Namespace) -> int:
         report = upload_documents(items, client, store, dry_run=args.dry_run)
     rows = [(r.path, r.name, r.status, r.step, r.document_id, "; ".join(r.errors)) for r in report.results]
     _print("Documents", rows, ("file", "name", "status", "step", "document", "errors"), report.counts)
-    return 1 if any(r.status == "failed" for r in report.results) else 0
+    return 1 if any(r.status in documents.NOT_DONE for r in report.results) else 0

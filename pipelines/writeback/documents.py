@@ -59,6 +59,7 @@ HOST_CLOCK_MARGIN = timedelta(minutes=10)
 
 NEW, BLOB_REQUESTED, BYTES_STORED, CREATING, CREATED = "new", "blob_requested", "bytes_stored", "creating", "created"
 FAILED, SKIPPED, WOULD_UPLOAD = "failed", "skipped", "would_upload"
+NOT_DONE = {FAILED}  # a batch with one of these files did not fully succeed
 
 #: called as hook(step, item) at "start" and after each step is journaled (`creating`: just before the
 #: POST); tests use it to inject faults and interruptions

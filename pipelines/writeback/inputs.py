@@ -1,5 +1,5 @@
 """Input rows for write-back: a CSV file or a DuckDB table, checked against the columns its command
-expects, then normalized and validated locally, all before any request is sent.
+expects, before any request is sent; and the helpers that read a row's cells.
 
 Reading (`read_rows`) refuses a bad input with one `InputError` whose message is a single line naming the
 file, the line and the column where that applies, and what to do: a missing file, a folder, a file that is
@@ -14,9 +14,11 @@ breaks enclosed in double quotes with any quote inside doubled, UTF-8 (a byte or
 names are case-sensitive. A list inside one cell (`ref_numbers`, `shipment_tags`) is separated by `;`
 (`PO-1;PO-2`) or written as a JSON list (`["PO-1", "PO-2"]`); a DuckDB LIST column is taken as it is.
 
-Local validation runs before any request so a bad row costs nothing from the create bucket: blank
-number, unknown request_type, SCAC shape / known carrier / support for the request type, the ISO 6346
-check digit of container numbers, and duplicates within the batch.
+Rows are numbered from `FIRST_ROW`, 1, the first row below the header: row N is line N+1 of a CSV file
+(later, when a blank line or a quoted line break comes before it; messages then name the line too) and row
+N of a table. Results, the journal's `row_index` and every message use that one numbering.
+
+A tracking-request row's normalization and local checks are in `tracking_rows`.
 """
 
 from __future__ import annotations
@@ -24,11 +26,10 @@ from __future__ import annotations
 import codecs
 import csv
 import difflib
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -36,17 +37,14 @@ import duckdb
 
 from pipelines.errors import InputError
 
-REQUEST_TYPES = ("bill_of_lading", "booking_number", "container")
-SUPPORT_FLAG = {
-    "bill_of_lading": "bill_of_lading_tracking_support",
-    "booking_number": "booking_number_tracking_support",
-    "container": "container_number_tracking_support",
-}
 LIST_SEPARATOR = ";"
-_SCAC = re.compile(r"[A-Z]{2,4}")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
 _SNIFF_BYTES = 8192
+#: the number of the first row below the header (see the module docstring)
+FIRST_ROW = 1
+ROW_NUMBERING = (f"rows are numbered from {FIRST_ROW}: row {FIRST_ROW} is the first row below the header (line "
+                 f"{FIRST_ROW + 1} of a CSV file)")
 
 
 class Rfc4180(csv.Dialect):
@@ -79,18 +77,37 @@ class Columns:
         """Every accepted column name, required ones first."""
         return tuple(dict.fromkeys([*(n for group in self.required for n in group), *self.optional]))
 
+    @property
+    def only_optional(self) -> tuple[str, ...]:
+        """The optional names that are not also an alternative of a required group."""
+        return tuple(n for n in self.optional if not any(n in group for group in self.required))
+
     def describe(self) -> str:
         """The expected header in words, for error messages."""
-        required = ", ".join(group[0] if len(group) == 1 else "one or more of " + "|".join(group)
-                             for group in self.required)
-        text = f"expected header: {required} (required)"
-        optional = [n for n in self.optional if not any(n in group for group in self.required)]
-        if optional:
-            text += f", {', '.join(optional)} (optional)"
+        text = f"expected header: {self._required()} (required)"
+        if self.only_optional:
+            text += f", {', '.join(self.only_optional)} (optional)"
         if self.lists:
-            text += (f"; a list in one cell ({', '.join(self.lists)}) is separated by '{LIST_SEPARATOR}' "
-                     f"(PO-1{LIST_SEPARATOR}PO-2) or written as a JSON list")
+            text += f"; {self._list_rule()}"
         return text
+
+    def help(self) -> str:
+        """The columns for a command's --help, a fact a line: required, optional, and how a list in one cell
+        is written."""
+        lines = ["columns of the header line (names are case-sensitive):", f"  required: {self._required()}"]
+        if self.only_optional:
+            lines.append(f"  optional: {', '.join(self.only_optional)}")
+        if self.lists:
+            lines.append(f"  {self._list_rule()}")
+        return "\n".join(lines)
+
+    def _required(self) -> str:
+        return ", ".join(group[0] if len(group) == 1 else "one or more of " + "|".join(group)
+                         for group in self.required)
+
+    def _list_rule(self) -> str:
+        return (f"a list in one cell ({', '.join(self.lists)}) is separated by '{LIST_SEPARATOR}' "
+                f"(PO-1{LIST_SEPARATOR}PO-2) or written as a JSON list")
 
 
 TRACKING_REQUEST_COLUMNS = Columns(
@@ -106,12 +123,23 @@ MANIFEST_COLUMNS = Columns("document manifest", (("file", "path"),), ("name", *_
 
 class InputRows(list):
     """The rows of one input (dicts, column → value), plus its header, where the header is
-    (`refs.csv line 1`, `table batch`) and where each row came from (`refs.csv line 4`)."""
+    (`refs.csv line 1`, `table batch`), where each row came from (`refs.csv line 4`) and, for a CSV file,
+    the line each row starts on."""
 
     def __init__(self, rows: Iterable[dict[str, Any]] = (), *, header: Sequence[str] = (),
-                 header_place: str = "input", places: Sequence[str] = ()) -> None:
+                 header_place: str = "input", places: Sequence[str] = (), lines: Sequence[int] = ()) -> None:
         super().__init__(rows)
         self.header, self.header_place, self.places = list(header), header_place, list(places)
+        self.lines = list(lines)
+
+
+def row_name(rows: Sequence[Any], number: int) -> str:
+    """How a message names row `number` (counted from `FIRST_ROW`) of `rows`: `row 2`, with its place when
+    it came from a CSV file (`row 2 (refs.csv line 3)`): after a blank line or a quoted line break the line
+    is not the row's number plus one."""
+    if isinstance(rows, InputRows) and rows.lines:
+        return f"row {number} ({rows.places[number - FIRST_ROW]})"
+    return f"row {number}"
 
 
 def read_rows(source: str | Path, con: duckdb.DuckDBPyConnection | None = None, *,
@@ -235,6 +263,7 @@ def _parse_csv(handle: IO[str], label: str, columns: Columns | None) -> InputRow
                 raise InputError(_field_count_problem(f"{label} line {line}", len(record), len(rows.header)))
             rows.append({k: v for k, v in zip(rows.header, record, strict=True) if k})
             rows.places.append(f"{label} line {line}")
+            rows.lines.append(line)
     except csv.Error as exc:
         if "field larger than field limit" in str(exc):
             raise InputError(f"{label} line {start}: a field is over {csv.field_size_limit() // 1024} KB, the "
@@ -287,7 +316,7 @@ def _read_table(name: str, con: duckdb.DuckDBPyConnection | None, columns: Colum
         check_header(header, columns, f"table {name}")
     rows = InputRows((dict(zip(header, row, strict=True)) for row in cursor.fetchall()), header=header,
                      header_place=f"table {name}")
-    rows.places = [f"table {name} row {i}" for i in range(1, len(rows) + 1)]
+    rows.places = [f"table {name} row {i}" for i in range(FIRST_ROW, FIRST_ROW + len(rows))]
     return rows
 
 
@@ -355,127 +384,3 @@ def cell(row: Mapping[str, Any], *names: str) -> str:
 def is_uuid(text: str) -> bool:
     """True for a canonical UUID string (the service's ids)."""
     return bool(_UUID.fullmatch(text))
-
-
-def iso6346_valid(number: str) -> bool:
-    """True when `number` is 4 letters + 7 digits whose last digit is the ISO 6346 check digit."""
-    number = number.upper()
-    if len(number) != 11 or not number[:4].isalpha() or not number[4:].isdigit():
-        return False
-    values, n = {}, 10
-    for letter in "ABCDEFGHIJKLMNOPQRSTUVWXYZ":
-        if n % 11 == 0:
-            n += 1
-        values[letter] = n
-        n += 1
-    total = sum((values[ch] if ch.isalpha() else int(ch)) * (2**i) for i, ch in enumerate(number[:10]))
-    return total % 11 % 10 == int(number[10])
-
-
-def normalize_number(number: str, request_type: str) -> str:
-    """Upper case, spaces removed (and dashes too for container numbers, as the service does)."""
-    text = "".join(number.split()).upper()
-    return text.replace("-", "") if request_type == "container" else text
-
-
-@dataclass
-class TrackingRow:
-    """One normalized tracking-request row, its idempotency key and local problems."""
-
-    row_index: int
-    request_number: str
-    request_type: str
-    scac: str | None
-    ref_numbers: list[str]
-    shipment_tags: list[str]
-    customer_id: str | None
-    customer_name: str | None
-    problems: list[dict[str, str]] = field(default_factory=list)
-
-    @property
-    def row_key(self) -> str:
-        """Idempotency key: sha256 of the normalized row (same content → same key → never sent twice)."""
-        payload = json.dumps(
-            [self.request_type, self.request_number, self.scac or "", self.ref_numbers, self.shipment_tags,
-             self.customer_id or "", (self.customer_name or "").casefold()],
-            separators=(",", ":"),
-        )
-        return hashlib.sha256(payload.encode()).hexdigest()[:32]
-
-    def as_record(self) -> dict[str, Any]:
-        """The fields stored with an outcome."""
-        return {"row_key": self.row_key, "row_index": self.row_index, "request_number": self.request_number,
-                "request_type": self.request_type, "scac": self.scac}
-
-    def attributes(self) -> dict[str, Any]:
-        """The `attributes` of the POST /tracking_requests body (auto-detect when the SCAC is blank)."""
-        attrs: dict[str, Any] = {"request_type": self.request_type, "request_number": self.request_number}
-        if self.scac:
-            attrs["scac"] = self.scac
-        else:
-            attrs["auto_detect_vocc_scac"] = True
-        if self.ref_numbers:
-            attrs["ref_numbers"] = self.ref_numbers
-        if self.shipment_tags:
-            attrs["shipment_tags"] = self.shipment_tags
-        return attrs
-
-
-def _problem(column: str, detail: str, code: str) -> dict[str, str]:
-    return {"column": column, "pointer": f"/data/attributes/{column}", "detail": detail, "code": code}
-
-
-def parse_tracking_rows(
-    rows: Iterable[Mapping[str, Any]], carriers: Mapping[str, Mapping[str, Any]] | None
-) -> list[TrackingRow]:
-    """Normalize and validate rows; `carriers` maps SCAC (and alternative SCACs) to shipping-line
-    attributes (from GET /shipping_lines), or None to check only the SCAC's shape. Raises InputError when
-    the columns are not those of `TRACKING_REQUEST_COLUMNS` (a misnamed column would be read as blank)."""
-    rows = check_columns(rows, TRACKING_REQUEST_COLUMNS)
-    parsed: list[TrackingRow] = []
-    seen: dict[tuple[str, str, str], int] = {}
-    for index, raw in enumerate(rows):
-        rtype = cell(raw, "request_type").lower()
-        number = normalize_number(cell(raw, "request_number"), rtype)
-        scac = cell(raw, "scac").upper() or None
-        customer = cell(raw, "customer")
-        customer_id = cell(raw, "customer_id") or (customer if is_uuid(customer) else "")
-        customer_name = cell(raw, "customer_name", "customer_company_name") or (
-            customer if customer and not is_uuid(customer) else "")
-        row = TrackingRow(index, number, rtype, scac, split_list(raw.get("ref_numbers")),
-                          split_list(raw.get("shipment_tags")), customer_id or None, customer_name or None)
-        if not number:
-            row.problems.append(_problem("request_number", "Request number can't be blank", "blank"))
-        if rtype not in REQUEST_TYPES:
-            row.problems.append(_problem("request_type", f"Request type '{rtype}' is not one of "
-                                         f"{', '.join(REQUEST_TYPES)}", "inclusion"))
-        if scac is not None:
-            row.problems += _scac_problems(scac, rtype, carriers)
-        if rtype == "container" and number and not iso6346_valid(number):
-            row.problems.append(_problem("request_number", f"'{number}' is not a container number with a valid "
-                                         "ISO 6346 check digit", "check_digit"))
-        if customer_id and not is_uuid(customer_id):
-            row.problems.append({"column": "customer_id", "pointer": "/data/relationships/customer",
-                                 "detail": "customer_id must be a party UUID", "code": "invalid"})
-        identity = (rtype, number, scac or "")
-        if number and identity in seen:
-            row.problems.append(_problem("request_number", f"duplicate of row {seen[identity]} in this batch",
-                                         "duplicate"))
-        else:
-            seen.setdefault(identity, index)
-        parsed.append(row)
-    return parsed
-
-
-def _scac_problems(scac: str, rtype: str, carriers: Mapping[str, Mapping[str, Any]] | None) -> list[dict]:
-    if not _SCAC.fullmatch(scac):
-        return [_problem("scac", f"Scac '{scac}' is not 2-4 letters", "invalid")]
-    if carriers is None:
-        return []
-    line = carriers.get(scac)
-    if line is None:
-        return [_problem("scac", f"Scac '{scac}' is not a known shipping line", "not_recognized")]
-    flag = SUPPORT_FLAG.get(rtype)
-    if flag and line.get(flag) is False:
-        return [_problem("scac", f"Scac '{scac}' does not support {rtype} tracking", "not_supported")]
-    return []

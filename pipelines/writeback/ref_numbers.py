@@ -28,17 +28,18 @@ import duckdb
 from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import ApiError, MalformedResponseError
 from pipelines.settings import DATASET_NAME
-from pipelines.writeback.inputs import REF_NUMBER_COLUMNS, cell, check_columns, is_uuid, split_list
+from pipelines.writeback.inputs import FIRST_ROW, REF_NUMBER_COLUMNS, cell, check_columns, is_uuid, split_list
 from pipelines.writeback.lookups import resolve_in_warehouse
 from pipelines.writeback.store import WritebackStore, error_summary
 
 PATCHED, UNCHANGED, WOULD_PATCH, INVALID, FAILED = "patched", "unchanged", "would_patch", "invalid", "failed"
+NOT_DONE = {INVALID, FAILED}  # a batch with one of these rows did not fully succeed
 
 
 @dataclass
 class PatchResult:
-    """What happened to one row: `before` is the target's list as the GET returned it (None when not
-    read), `ref_numbers` the list set or to be set (for an invalid row, the list the row gave)."""
+    """What happened to one row (numbered from `inputs.FIRST_ROW`): `before` is the target's list as the GET
+    returned it (None when not read), `ref_numbers` the list set or to be set (for an invalid row, the list the row gave)."""
 
     row_index: int
     kind: str | None
@@ -109,19 +110,20 @@ def patch_ref_numbers(
     list), sending a PATCH only when the list changes; `con` is the warehouse, used only to resolve numbers
     to ids in the account's `dataset` (`Account.dataset_name`). Every row is checked locally before the first request; wrong columns raise `InputError`."""
     rows = check_columns(rows, REF_NUMBER_COLUMNS)
-    planned = [_plan(index, row, con, replace, confirm_clear, dataset) for index, row in enumerate(rows)]
+    planned = [_plan(number, row, con, replace, confirm_clear, dataset)
+               for number, row in enumerate(rows, FIRST_ROW)]
     return PatchReport([result if result.status == INVALID else _patch_one(result, client, store, replace, dry_run)
                         for result in planned])
 
 
-def _plan(index: int, row: Mapping[str, Any], con: duckdb.DuckDBPyConnection | None, replace: bool,
+def _plan(number: int, row: Mapping[str, Any], con: duckdb.DuckDBPyConnection | None, replace: bool,
           confirm_clear: bool, dataset: str) -> PatchResult:
-    """The row's target and list, or the row as invalid; no request."""
+    """Row `number`'s target and list, or the row as invalid; no request."""
     refs = split_list(row.get("ref_numbers"))
     target = resolve_target(row, con, dataset=dataset)
     if isinstance(target, str):
-        return PatchResult(index, None, None, refs, INVALID, errors=[target])
-    result = PatchResult(index, *target, refs, WOULD_PATCH)
+        return PatchResult(number, None, None, refs, INVALID, errors=[target])
+    result = PatchResult(number, *target, refs, WOULD_PATCH)
     if not refs and not (replace and confirm_clear):
         result.status = INVALID
         result.errors = ["ref_numbers is empty: with --replace that would clear the list; add --confirm-clear "

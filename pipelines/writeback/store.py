@@ -48,6 +48,7 @@ from pipelines.warehouse.journals import is_server_location, open_backend
 from pipelines.warehouse.store import WarehouseStore
 
 SCHEMA = WRITEBACK_SCHEMA
+ACCEPTED, PENDING, UNKNOWN = "accepted", "pending", "unknown"  # the outcomes that hold a number (`held_numbers`)
 SINGLE_ACCOUNT = Account()  # the one account of a setup without accounts (the default argument)
 POSTGRES_SCHEMA = "ocean_tracking_writeback"  # never `writeback`: the journal's database may hold a warehouse
 
@@ -104,11 +105,13 @@ def _dicts(cursor: Any) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
-def _upsert(table: str, columns: Sequence[str], key: str) -> str:
-    """Insert a whole row, or replace every column of the row with the same `key` (both databases' spelling)."""
+def _upsert(table: str, columns: Sequence[str], key: str, unless: str | None = None) -> str:
+    """Insert a whole row, or replace every column of the row with the same `key` (both databases' spelling);
+    with `unless`, a condition on the stored row (as `stored.<column>`), a row it holds for is left as it is."""
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != key)
-    return (f"insert into {table} ({', '.join(columns)}) values ({', '.join('?' for _ in columns)}) "
-            f"on conflict ({key}) do update set {updates}")
+    keep = f" where not ({unless})" if unless else ""
+    return (f"insert into {table} as stored ({', '.join(columns)}) values ({', '.join('?' for _ in columns)}) "
+            f"on conflict ({key}) do update set {updates}{keep}")
 
 
 class WritebackStore:
@@ -168,6 +171,19 @@ class WritebackStore:
         ))
         return rows[0] if rows else None
 
+    def held_numbers(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """(request_type, request_number) → the outcome that says the number must not be sent again: the
+        row that created its tracking request (`accepted`), else an intent not settled yet (`pending`,
+        `unknown`). Read once a batch, which the batch lock keeps every other batch out of; found by the
+        number, not the key, so rows recorded under any key (a journal written when the key was a hash of
+        the whole row) count."""
+        held: dict[tuple[str, str], dict[str, Any]] = {}
+        for record in self.tracking_outcomes_in(ACCEPTED, PENDING, UNKNOWN):
+            number = (record["request_type"], record["request_number"])
+            if number not in held or record["status"] == ACCEPTED:
+                held[number] = record
+        return held
+
     def tracking_outcomes_in(self, *statuses: str) -> list[dict[str, Any]]:
         """Every recorded row in one of `statuses` (e.g. the intents a crash left pending), oldest first."""
         marks = ", ".join("?" for _ in statuses)
@@ -186,11 +202,13 @@ class WritebackStore:
     def record_tracking_outcome(self, row: Mapping[str, Any], status: str, *, tracking_request_id: str | None = None,
                                 http_status: int | None = None, errors: list[dict] | None = None,
                                 intent_at: str | None = None) -> None:
-        """Upsert the outcome of one row (keyed by its idempotency key); committed before this returns."""
+        """Upsert the outcome of one row (keyed by its idempotency key); committed before this returns. An
+        `accepted` outcome is final: the row that created a tracking request stays its record, whatever is
+        recorded for the key after it."""
         values = [row["row_key"], row.get("row_index"), row.get("request_number"), row.get("request_type"),
                   row.get("scac"), status, tracking_request_id, http_status, json.dumps(errors or []), intent_at]
         self._db.execute(_upsert(f"{self._schema}.tracking_request_outcomes", [*TRACKING_COLUMNS, "updated_at"],
-                                 "row_key"), [*values, _now()])
+                                 "row_key", unless=f"stored.status = '{ACCEPTED}'"), [*values, _now()])
 
     # ---- document uploads -------------------------------------------------------------------------
 

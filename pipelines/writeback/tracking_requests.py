@@ -1,8 +1,14 @@
-"""Create tracking requests in bulk, exactly once per normalized row, across crashes.
+"""Create tracking requests in bulk, exactly once per number, across batches, hosts and crashes.
 
-Per row: local validation (free) → skip when the row's idempotency key already has an `accepted`
-outcome → record the intent (`pending`, stamped with the service's clock) and commit it → POST → record
-the outcome. A run killed between the intent and the outcome leaves the row `pending`; a POST whose answer
+A number is what the service tracks once: the request type and the number as the service normalises it
+(`TrackingRow.number`: case and spaces do not matter). Whatever else a row says, a number the journal says
+was created (`accepted`, by any earlier batch, on any host sharing the journal) is `skipped`, and the
+journal keeps the row that created it: that outcome is final. A second row with the same number in one
+batch is reported `invalid` (a duplicate of the first) and recorded nowhere; an invalid row is recorded
+only when its number was never created nor is waiting to be settled.
+
+Per row: local validation (free) → skip when the number already has an `accepted` outcome → record the
+intent (`pending`, stamped with the service's clock) and commit it → POST → record the outcome. A run killed between the intent and the outcome leaves the row `pending`; a POST whose answer
 was lost (dropped connection, 5xx) leaves it `unknown`. Before sending anything new, every batch settles
 those: it lists the tracking requests with the row's number and SCAC created since the intent
 (`filter[request_number]`, `filter[scac]`, `filter[created_at][start]`, which the service offers) and
@@ -33,14 +39,14 @@ from pipelines.errors import (
     WriteOutcomeUnknownError,
 )
 from pipelines.settings import PAGE_SIZE
-from pipelines.writeback.inputs import TrackingRow, parse_tracking_rows
 from pipelines.writeback.lookups import PartyResolver, fetch_carriers
-from pipelines.writeback.store import WritebackStore, error_summary
+from pipelines.writeback.store import ACCEPTED, PENDING, UNKNOWN, WritebackStore, error_summary
+from pipelines.writeback.tracking_rows import TrackingRow, parse_tracking_rows
 
 logger = logging.getLogger(__name__)
 
-ACCEPTED, REJECTED, INVALID, UNKNOWN, FAILED = "accepted", "rejected", "invalid", "unknown", "failed"
-PENDING, ABSENT = "pending", "absent"  # intent recorded, outcome not known / settled: never created
+REJECTED, INVALID, FAILED = "rejected", "invalid", "failed"
+ABSENT = "absent"  # an intent settled: never created (PENDING: intent recorded, outcome not known yet)
 UNSETTLED = (PENDING, UNKNOWN)
 # The service's Date has whole seconds: an intent is stamped a second early so nothing created after it
 # is missed; anything earlier is someone else's write and is never claimed.
@@ -51,7 +57,7 @@ NOT_DONE = {INVALID, REJECTED, UNKNOWN, FAILED}  # a batch with one of these row
 
 @dataclass
 class RowResult:
-    """What happened to one input row."""
+    """What happened to one input row (numbered from `inputs.FIRST_ROW`)."""
 
     row_index: int
     request_number: str
@@ -152,9 +158,10 @@ def create_tracking_requests(
     claimed = store.claimed_tracking_ids() if store is not None else set()
     if store is not None and not dry_run:
         settle_pending(client, store, claimed)
+    held = store.held_numbers() if store is not None else {}
     results = []
     for row in parsed:
-        result = _one(row, client, store, parties, claimed, dry_run)
+        result = _one(row, client, store, parties, claimed, held.get(row.number), dry_run)
         logger.info("row %d %s: %s", row.row_index, row.request_number, result.status)
         results.append(result)
     if store is not None and not dry_run and any(r.status == UNKNOWN for r in results):
@@ -169,13 +176,15 @@ def create_tracking_requests(
 
 
 def _one(row: TrackingRow, client: OceanTrackingClient, store: WritebackStore | None, parties: PartyResolver,
-         claimed: set[str], dry_run: bool) -> RowResult:
+         claimed: set[str], previous: Mapping[str, Any] | None, dry_run: bool) -> RowResult:
+    """One row: `previous` is the journal's outcome that holds its number (`WritebackStore.held_numbers`)."""
     result = RowResult(row.row_index, row.request_number, row.row_key, INVALID, errors=list(row.problems))
+    if row.duplicate_of is not None:
+        return result  # reported, never recorded: the journal's record of the number is its first row's
     if row.problems:
-        if store is not None and not dry_run:
+        if store is not None and not dry_run and previous is None:  # never over a created or unsettled number
             store.record_tracking_outcome(row.as_record(), INVALID, errors=row.problems)
         return result
-    previous = store.tracking_outcome(row.row_key) if store is not None else None
     if previous and previous["status"] == ACCEPTED:
         result.status, result.tracking_request_id = SKIPPED, previous["tracking_request_id"]
         return result

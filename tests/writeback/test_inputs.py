@@ -12,12 +12,11 @@ from pipelines.writeback.inputs import (
     REF_NUMBER_COLUMNS,
     TRACKING_REQUEST_COLUMNS,
     check_header,
-    iso6346_valid,
     looks_like_formula,
-    parse_tracking_rows,
     read_rows,
     split_list,
 )
+from pipelines.writeback.tracking_rows import iso6346_valid, parse_tracking_rows
 
 CARRIERS = {
     "MAEU": {"bill_of_lading_tracking_support": True, "container_number_tracking_support": True},
@@ -59,19 +58,22 @@ def test_every_local_rule_and_duplicates():
     assert codes(parsed[5]) == ["not_supported"]
     assert codes(parsed[6]) == ["not_supported"]  # HDMU: no container-number tracking
     assert codes(parsed[7]) == ["check_digit"]
-    assert codes(parsed[8]) == ["duplicate"] and "row 0" in parsed[8].problems[0]["detail"]
+    assert codes(parsed[8]) == ["duplicate"] and parsed[8].problems[0]["detail"] == "duplicate of row 1 in this batch"
+    assert [row.row_index for row in parsed] == list(range(1, 11))  # row 1: the first below the header
     assert parsed[9].problems[0]["pointer"] == "/data/relationships/customer"
     assert parsed[0].attributes()["scac"] == "MAEU"
     assert parsed[9].attributes()["auto_detect_vocc_scac"] is True
 
 
-def test_row_key_is_stable_over_formatting_and_changes_with_content():
-    a, b, c = parse_tracking_rows([
+def test_row_key_is_the_number_whatever_else_the_row_says():
+    a, b, c, d = parse_tracking_rows([
         {"request_number": "abc 1", "request_type": "bill_of_lading", "scac": "maeu", "ref_numbers": "R1; R2"},
-        {"request_number": "ABC1", "request_type": "BILL_OF_LADING", "scac": "MAEU", "ref_numbers": "R1;R2;"},
-        {"request_number": "ABC1", "request_type": "bill_of_lading", "scac": "MAEU", "ref_numbers": "R1"},
+        {"request_number": "ABC1", "request_type": "BILL_OF_LADING", "scac": "", "customer_name": "Someone"},
+        {"request_number": "ABC2", "request_type": "bill_of_lading", "scac": "MAEU", "ref_numbers": "R1"},
+        {"request_number": "ABC1", "request_type": "booking_number", "scac": "MAEU", "ref_numbers": "R1"},
     ], None)
-    assert a.row_key == b.row_key != c.row_key
+    assert a.row_key == b.row_key and len({a.row_key, c.row_key, d.row_key}) == 3
+    assert (b.duplicate_of, c.duplicate_of, d.duplicate_of) == (1, None, None)
 
 
 def test_readers_csv_and_table(tmp_path):

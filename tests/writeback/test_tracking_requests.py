@@ -38,23 +38,26 @@ def test_batch_validates_locally_maps_422_creates_parties_and_reruns_without_dup
         {"request_number": "WBTEST0002", "request_type": "waybill", "scac": "MAEU"},
         bl("WBTEST0003", scac="ZZZZ"),
         bl("WBTEST0004", scac="WDSB"),  # known line, no bill-of-lading tracking (live list)
-        bl("WBTEST0001", ref_numbers="PO-1;PO-2"),  # duplicate of row 0
+        bl("wbtest 0001", ref_numbers="PO-1;PO-2"),  # duplicate of row 1 (the number as the service reads it)
         bl("WBTEST0005", customer_id=UNKNOWN_PARTY),  # only the service can tell: 422
     ]
     before = routes(server)
     report = create_tracking_requests(rows, client, store)
     assert report.counts == {"accepted": 3, "invalid": 6, "rejected": 1}
-    stored = outcomes(store)
-    assert [stored[i][0] for i in range(10)] == ["accepted", "accepted", "accepted", "invalid", "invalid",
-                                                 "invalid", "invalid", "invalid", "invalid", "rejected"]
-    assert stored[3][2][0]["code"] == "check_digit"
-    assert stored[9][2] == [{"pointer": "/data/relationships/customer", "column": "customer",
+    assert [r.row_index for r in report.results] == list(range(1, 11))
+    assert report.results[8].errors[0]["detail"] == "duplicate of row 1 in this batch"
+    stored = outcomes(store)  # the duplicate row is reported, never recorded: row 1 stays the number's record
+    assert {i: stored[i][0] for i in stored} == {1: "accepted", 2: "accepted", 3: "accepted", 4: "invalid",
+                                                 5: "invalid", 6: "invalid", 7: "invalid", 8: "invalid",
+                                                 10: "rejected"}
+    assert stored[4][2][0]["code"] == "check_digit"
+    assert stored[10][2] == [{"pointer": "/data/relationships/customer", "column": "customer",
                              "detail": f"Customer '{UNKNOWN_PARTY}' was not found", "code": "not_found"}]
     after = routes(server)
     assert after[CREATE] - before.get(CREATE, 0) == 4  # 3 accepted + the 422; invalid rows cost nothing
     assert after["POST /v2/parties"] == 1  # one new party for both spellings of the name
     assert after["GET /v2/shipping_lines"] == 2  # fetched once (two pages)
-    created = client.get(f"/tracking_requests/{stored[0][1]}")["data"]
+    created = client.get(f"/tracking_requests/{stored[1][1]}")["data"]
     assert created["relationships"]["customer"]["data"]["id"]
     assert store.rows("select count(*) from audit_log where action = 'create_party'") == [(1,)]
 
