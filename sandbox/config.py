@@ -145,9 +145,11 @@ def _fail_route(value: str) -> RouteRule:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `python -m sandbox` argument parser; every option falls back to the SANDBOX_* variable its help names."""
+    """The `python -m sandbox` argument parser; every option says what it does and falls back to the SANDBOX_*
+    variable its help names."""
     p = argparse.ArgumentParser(prog="python -m sandbox", description="Local Terminal49 API v2 simulator")
-    p.add_argument("--host", default=_env("HOST", "127.0.0.1"), help="address to listen on (default %(default)s; SANDBOX_HOST)")
+    p.add_argument("--host", default=_env("HOST", "127.0.0.1"),
+                   help="address to listen on (default %(default)s; SANDBOX_HOST)")
     p.add_argument("--port", type=int, default=int(_env("PORT", str(DEFAULT_PORT))),
                    help="port to listen on, 0 for a free one (default %(default)s; SANDBOX_PORT)")
     p.add_argument("--seed", type=int, default=int(_env("SEED", "49")),
@@ -167,12 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "own seeded shipments and rate budget, shared by the comma-separated keys "
                    "(SANDBOX_ACCOUNT_KEYS: accounts separated by ';')")
     p.add_argument("--rate-window", type=float, default=float(_env("RATE_WINDOW", "60")), metavar="SECONDS",
-                   help="the rolling window each key's (or account's) request budgets are counted in (100 requests for most "
-                   "routes, as live); a short one makes rate-limit tests fast (default %(default)s; "
-                   "SANDBOX_RATE_WINDOW)")
+                   help="the rolling window each key's (or account's) request budgets are counted in (100 "
+                   "requests for most routes, as live); a short one makes rate-limit tests fast (default "
+                   "%(default)s; SANDBOX_RATE_WINDOW)")
     p.add_argument("--faults", choices=FAULT_PROFILES, default=_env("FAULTS", "none"),
                    help="random failures injected into /v2 answers: 5xx bursts, 429 storms with Retry-After, slow "
-                   "answers, connection resets, truncated bodies, or a mix of them (default %(default)s; SANDBOX_FAULTS)")
+                   "answers, connection resets, truncated bodies, or a mix of them (default %(default)s; "
+                   "SANDBOX_FAULTS)")
     p.add_argument("--fault-rate", type=float, default=float(_env("FAULT_RATE", "0.1")),
                    help="share of requests, 0..1, that start a fault of the --faults profile (default %(default)s; "
                    "SANDBOX_FAULT_RATE)")
