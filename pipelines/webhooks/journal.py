@@ -115,7 +115,8 @@ def parse_notification(body: bytes) -> dict[str, Any]:
         document = _json(body)
     except orjson.JSONDecodeError as error:
         reason = str(error).partition("\n")[0]
-        raise InputError(f"the body is not UTF-8 JSON nested at most 1024 deep ({reason}), so it is not a webhook notification") from None
+        raise InputError(f"the body is not UTF-8 JSON nested at most 1024 deep ({reason}), so it is not a "
+                         "webhook notification") from None
     data = document.get("data") if isinstance(document, dict) else None
     if not isinstance(data, dict):
         raise InputError("the body has no `data` object, so it is not a webhook notification")
