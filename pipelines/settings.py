@@ -27,7 +27,6 @@ RATE_WINDOW_ENV = f"{ENV_PREFIX}RATE_WINDOW_SECONDS"
 API_KEY_HELP = f"{API_KEY_ENV} (or api_key under [{CONFIG_SECTION}] in .dlt/secrets.toml)"
 WEBHOOK_SECRET_KEY = "webhook_secret"  # the HMAC key of webhook deliveries, a secret like the API key
 WEBHOOK_SECRET_ENV = f"{ENV_PREFIX}WEBHOOK_SECRET"
-WEBHOOK_SECRET_HELP = f"{WEBHOOK_SECRET_ENV} (or {WEBHOOK_SECRET_KEY} under [{CONFIG_SECTION}] in .dlt/secrets.toml)"
 DEFAULT_SECRETS_FILE = ".dlt/secrets.toml"
 
 DEFAULT_BASE_URL = "https://api.terminal49.com/v2"
@@ -100,15 +99,25 @@ class Account:
         """Where the account's own settings are read: its table under [sources.ocean_tracking.accounts]."""
         return CONFIG_SECTION if self.name is None else f"{CONFIG_SECTION}.{ACCOUNTS_SECTION}.{self.name}"
 
+    def setting_env(self, key: str) -> str:
+        """The environment variable of the account's setting `key` (named in messages, never its value):
+        `SOURCES__OCEAN_TRACKING__<KEY>` for the single account, `..._ACCOUNTS__<NAME>__<KEY>` for a named one."""
+        scope = "" if self.name is None else f"{ACCOUNTS_SECTION.upper()}__{self.name.upper()}__"
+        return f"{ENV_PREFIX}{scope}{key.upper()}"
+
+    def setting_help(self, key: str) -> str:
+        """Where the account's setting `key` is set, for messages: its variable, or the key in its table."""
+        return f"{self.setting_env(key)} (or {key} under [{self.config_section}] in {DEFAULT_SECRETS_FILE})"
+
     @property
     def api_key_env(self) -> str:
         """The environment variable holding the account's key (named in messages, never its value)."""
-        return API_KEY_ENV if self.name is None else f"{ENV_PREFIX}{ACCOUNTS_SECTION.upper()}__{self.name.upper()}__API_KEY"
+        return self.setting_env("api_key")
 
     @property
     def api_key_help(self) -> str:
         """Where the account's key is set, for messages (`API_KEY_HELP` for the single account)."""
-        return f"{self.api_key_env} (or api_key under [{self.config_section}] in .dlt/secrets.toml)"
+        return self.setting_help("api_key")
 
     @property
     def label(self) -> str:

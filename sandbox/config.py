@@ -145,32 +145,61 @@ def _fail_route(value: str) -> RouteRule:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `python -m sandbox` argument parser; every option falls back to a SANDBOX_* variable."""
+    """The `python -m sandbox` argument parser; every option says what it does and falls back to the SANDBOX_*
+    variable its help names."""
     p = argparse.ArgumentParser(prog="python -m sandbox", description="Local Terminal49 API v2 simulator")
-    p.add_argument("--host", default=_env("HOST", "127.0.0.1"))
-    p.add_argument("--port", type=int, default=int(_env("PORT", str(DEFAULT_PORT))), help="0 = a free port")
-    p.add_argument("--seed", type=int, default=int(_env("SEED", "49")))
-    p.add_argument("--shipments", type=_shipments, default=_shipments(_env("SHIPMENTS", "500")))
-    p.add_argument("--api-key", action="append", default=None, help="full entitlements (repeatable)")
-    p.add_argument("--api-key-no-routing", action="append", default=None, help="basic account, no routing data")
-    p.add_argument("--revoked-key", action="append", default=None)
+    p.add_argument("--host", default=_env("HOST", "127.0.0.1"),
+                   help="address to listen on (default %(default)s; SANDBOX_HOST)")
+    p.add_argument("--port", type=int, default=int(_env("PORT", str(DEFAULT_PORT))),
+                   help="port to listen on, 0 for a free one (default %(default)s; SANDBOX_PORT)")
+    p.add_argument("--seed", type=int, default=int(_env("SEED", "49")),
+                   help="seed of the simulated world: the same seed and --shipments build the same shipments, "
+                   "containers and events (default %(default)s; SANDBOX_SEED)")
+    p.add_argument("--shipments", type=_shipments, default=_shipments(_env("SHIPMENTS", "500")),
+                   help="how many shipments the world holds, 50..100000 (default %(default)s; SANDBOX_SHIPMENTS)")
+    p.add_argument("--api-key", action="append", default=None,
+                   help="a key with full entitlements (repeatable; SANDBOX_API_KEYS, comma-separated); none "
+                   "given: one is generated and printed")
+    p.add_argument("--api-key-no-routing", action="append", default=None,
+                   help="a key of a basic account, without routing data (repeatable; SANDBOX_API_KEYS_NO_ROUTING)")
+    p.add_argument("--revoked-key", action="append", default=None,
+                   help="a key the sandbox refuses with 401, as a revoked key (repeatable; SANDBOX_REVOKED_KEYS)")
     p.add_argument("--account-key", type=_account_group, action="append", default=None, metavar="KEY[,KEY...]",
                    help="an account of its own (repeatable; the 2nd, 3rd, ... are account-2, account-3, ...): its "
                    "own seeded shipments and rate budget, shared by the comma-separated keys "
                    "(SANDBOX_ACCOUNT_KEYS: accounts separated by ';')")
-    p.add_argument("--rate-window", type=float, default=float(_env("RATE_WINDOW", "60")))
-    p.add_argument("--faults", choices=FAULT_PROFILES, default=_env("FAULTS", "none"))
-    p.add_argument("--fault-rate", type=float, default=float(_env("FAULT_RATE", "0.1")))
-    p.add_argument("--fault-seed", type=int, default=int(_env("FAULT_SEED", "0")))
-    p.add_argument("--fault-delay", type=float, default=float(_env("FAULT_DELAY", "35")))
+    p.add_argument("--rate-window", type=float, default=float(_env("RATE_WINDOW", "60")), metavar="SECONDS",
+                   help="the rolling window each key's (or account's) request budgets are counted in (100 "
+                   "requests for most routes, as live); a short one makes rate-limit tests fast (default "
+                   "%(default)s; SANDBOX_RATE_WINDOW)")
+    p.add_argument("--faults", choices=FAULT_PROFILES, default=_env("FAULTS", "none"),
+                   help="random failures injected into /v2 answers: 5xx bursts, 429 storms with Retry-After, slow "
+                   "answers, connection resets, truncated bodies, or a mix of them (default %(default)s; "
+                   "SANDBOX_FAULTS)")
+    p.add_argument("--fault-rate", type=float, default=float(_env("FAULT_RATE", "0.1")),
+                   help="share of requests, 0..1, that start a fault of the --faults profile (default %(default)s; "
+                   "SANDBOX_FAULT_RATE)")
+    p.add_argument("--fault-seed", type=int, default=int(_env("FAULT_SEED", "0")),
+                   help="seed of the fault injection: the same seed and request order fail the same requests "
+                   "(default %(default)s; SANDBOX_FAULT_SEED)")
+    p.add_argument("--fault-delay", type=float, default=float(_env("FAULT_DELAY", "35")), metavar="SECONDS",
+                   help="how long a slow fault holds its request before answering (default %(default)s; "
+                   "SANDBOX_FAULT_DELAY)")
     p.add_argument("--fail-route", type=_fail_route, action="append", default=None,
                    metavar="PATTERN=STATUS[:html]", help="every /v2 request whose path matches the glob answers "
                    "STATUS (repeatable; SANDBOX_FAIL_ROUTES takes a comma-separated list)")
-    p.add_argument("--speed", type=float, default=float(_env("SPEED", "1.0")))
-    p.add_argument("--start", type=parse_iso, default=parse_iso(_env("START")) if _env("START") else None)
-    p.add_argument("--webhook-tick", type=float, default=float(_env("WEBHOOK_TICK", "0.5")),
-                   help="real seconds between webhook ticks (0: only on POST /_sandbox/webhooks/tick)")
-    p.add_argument("--access-log", action="store_true", default=_env("ACCESS_LOG") == "1")
+    p.add_argument("--speed", type=float, default=float(_env("SPEED", "1.0")), metavar="FACTOR",
+                   help="simulated seconds per real second: shipments sail, holds clear and events happen this "
+                   "much faster than real time; 0 stops the clock (move it with POST /_sandbox/clock) "
+                   "(default %(default)s; SANDBOX_SPEED)")
+    p.add_argument("--start", type=parse_iso, default=parse_iso(_env("START")) if _env("START") else None,
+                   metavar="ISO", help="the simulated instant the clock starts at, ISO 8601 (UTC without an "
+                   "offset); unset: now. Fix it for a world that is the same every day (SANDBOX_START)")
+    p.add_argument("--webhook-tick", type=float, default=float(_env("WEBHOOK_TICK", "0.5")), metavar="SECONDS",
+                   help="real seconds between webhook ticks (0: only on POST /_sandbox/webhooks/tick) "
+                   "(default %(default)s; SANDBOX_WEBHOOK_TICK)")
+    p.add_argument("--access-log", action="store_true", default=_env("ACCESS_LOG") == "1",
+                   help="log one line per request (SANDBOX_ACCESS_LOG=1)")
     return p
 
 

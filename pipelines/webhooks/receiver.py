@@ -38,6 +38,7 @@ from pipelines.settings import (
     WEBHOOK_MAX_BODY_BYTES,
     WEBHOOK_PATH,
     WEBHOOK_SIGNATURE_HEADER,
+    Account,
 )
 from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.signing import WebhookSecret, valid_signature
@@ -80,14 +81,15 @@ def create_receiver_app(
     url: str | None = None,
     heartbeat_seconds: float = WEBHOOK_HEARTBEAT_SECONDS,
     max_body_bytes: int = WEBHOOK_MAX_BODY_BYTES,
+    account: Account | None = None,
 ) -> Starlette:
     """The receiver app, with its journal open: `journal_path` is its SQLite file or PostgreSQL URL
-    (ConfigurationError now if it is unusable).
+    (ConfigurationError now if it is unusable); in a PostgreSQL database, `account`'s own schema.
 
     `secret_provider` is asked for the secret at each delivery (so a rotated secret can take effect without
     a restart if the provider re-reads it); `url` is what the heartbeat reports (default: `path`). The app
     closes the journal when it shuts down."""
-    journal = NotificationJournal(journal_path)
+    journal = NotificationJournal(journal_path, account=account)
     heartbeat_url = url or path
 
     async def receive(request: Request) -> JSONResponse:
@@ -153,10 +155,12 @@ def serve(
     host: str,
     port: int,
     path: str = WEBHOOK_PATH,
+    account: Account | None = None,
 ) -> None:
-    """Run the receiver with uvicorn until stopped (SIGINT/SIGTERM): no access log, so no request line or
-    header is ever logged by the server."""
-    app = create_receiver_app(journal_path, lambda: secret, path=path, url=f"http://{host}:{port}{path}")
+    """Run `account`'s receiver with uvicorn until stopped (SIGINT/SIGTERM): no access log, so no request line
+    or header is ever logged by the server."""
+    app = create_receiver_app(journal_path, lambda: secret, path=path, url=f"http://{host}:{port}{path}",
+                              account=account)
     uvicorn.run(app, host=host, port=port, access_log=False, log_level="info", server_header=False,
                 proxy_headers=False)
 
@@ -165,10 +169,12 @@ class ReceiverThread:
     """The receiver served by uvicorn on a background thread of this process, on a free loopback port (or
     the one given): for embedding it beside other work, such as the benchmark and the tests. A context
     manager; `url` is the delivery URL once started. `secret` may be a provider, asked at each delivery (a
-    webhook registered after the receiver started, to know its URL, has its secret only then)."""
+    webhook registered after the receiver started, to know its URL, has its secret only then); `account`
+    names whose journal it is (its own schema in a PostgreSQL journal)."""
 
     def __init__(self, journal_path: str | Path, secret: WebhookSecret | str | SecretProvider, *, host: str = "127.0.0.1",
-                 port: int = 0, path: str = WEBHOOK_PATH, heartbeat_seconds: float = WEBHOOK_HEARTBEAT_SECONDS):
+                 port: int = 0, path: str = WEBHOOK_PATH, heartbeat_seconds: float = WEBHOOK_HEARTBEAT_SECONDS,
+                 account: Account | None = None):
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, port))
@@ -176,7 +182,7 @@ class ReceiverThread:
         self.url = self.root_url + path
         provider = secret if callable(secret) else lambda: secret
         app = create_receiver_app(journal_path, provider, path=path, url=self.url,
-                                  heartbeat_seconds=heartbeat_seconds)
+                                  heartbeat_seconds=heartbeat_seconds, account=account)
         self._server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
                                                      server_header=False))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},

@@ -3,8 +3,9 @@
 `register_webhook` makes the account's webhook for a URL exist, active, with the given events: it lists
 `/webhooks`; one with that URL is PATCHed (its secret kept), else one is POSTed (the service returns a new
 secret). `store_secret` writes the secret into `.dlt/secrets.toml` under `[sources.ocean_tracking]
-webhook_secret`, where the receiver resolves it, keeping the file's other keys and comments; the file is
-rewritten atomically and readable by its owner only. Neither ever prints or raises the secret.
+webhook_secret` (a named account's under `[sources.ocean_tracking.accounts.<name>]`), where the receiver
+resolves it, keeping the file's other keys and comments; the file is rewritten atomically and readable by its
+owner only. Neither ever prints or raises the secret.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tomlkit.exceptions import TOMLKitError
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import ApiError, ConfigurationError, MalformedResponseError, NotFoundError
-from pipelines.settings import SOURCE_NAME, WEBHOOK_SECRET_KEY
+from pipelines.settings import WEBHOOK_SECRET_KEY, Account
 from pipelines.webhooks.signing import WebhookSecret, validate_webhook_secret
 
 # The vendor's event catalog (API-NOTES §8): used when the account's own list (GET /webhooks/events) is
@@ -131,31 +132,35 @@ def register_webhook(client: OceanTrackingClient, url: str, events: Iterable[str
     return Registration(webhook_id, url, chosen, created, validate_webhook_secret(secret))
 
 
-def store_secret(path: str | Path, secret: WebhookSecret | str) -> Path:
-    """Write the secret to `path` (a dlt secrets TOML) under `[sources.ocean_tracking] webhook_secret`,
-    keeping every other key and comment. The file is replaced atomically by one with mode 0600 (created, with
-    its folder, when missing). ConfigurationError when the existing file is not TOML."""
+def store_secret(path: str | Path, secret: WebhookSecret | str, account: Account | None = None) -> Path:
+    """Write the secret to `path` (a dlt secrets TOML) in the table `account`'s settings are read from
+    (`[sources.ocean_tracking]`, or `[sources.ocean_tracking.accounts.<name>]`) as `webhook_secret`, keeping
+    every other key and comment. The file is replaced atomically by one with mode 0600 (created, with its
+    folder, when missing). ConfigurationError when the existing file is not TOML."""
     target = Path(path)
-    value = validate_webhook_secret(secret).reveal()
+    section = (account or Account()).config_section.split(".")
+    value = validate_webhook_secret(secret, account).reveal()
     try:
         document = tomlkit.parse(target.read_text(encoding="utf-8")) if target.exists() else tomlkit.document()
     except TOMLKitError as error:
         raise ConfigurationError(
             f"{target} is malformed: {str(error).splitlines()[0]}. Fix the file (it is TOML) or remove it."
         ) from None
-    sources = document.get("sources")
-    if sources is None:
-        sources = tomlkit.table(is_super_table=True)
-        document["sources"] = sources
-    if not isinstance(sources, dict):
-        raise ConfigurationError(f"{target}: `sources` is not a table; fix the file.")
-    section = sources.get(SOURCE_NAME)
-    if section is None:
-        sources[SOURCE_NAME] = tomlkit.table()
-        section = sources[SOURCE_NAME]
-    if not isinstance(section, dict):
-        raise ConfigurationError(f"{target}: `sources.{SOURCE_NAME}` is not a table; fix the file.")
-    section[WEBHOOK_SECRET_KEY] = value
+    table: Any = document
+    created = False
+    for depth, name in enumerate(section):
+        child = table.get(name)
+        created = child is None
+        if created:
+            # tables on the way are headers only, so the file reads `[sources.ocean_tracking.accounts.emea]`
+            child = tomlkit.table(is_super_table=depth < len(section) - 1)
+            table[name] = child
+        if not isinstance(child, dict):
+            raise ConfigurationError(f"{target}: `{'.'.join(section[:depth + 1])}` is not a table; fix the file.")
+        table = child
+    table[WEBHOOK_SECRET_KEY] = value
+    if created:
+        table.add(tomlkit.nl())  # a blank line before whatever table follows
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=".secrets-", suffix=".toml", dir=target.parent)
     try:

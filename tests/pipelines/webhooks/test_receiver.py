@@ -107,6 +107,21 @@ def test_a_signed_body_that_is_not_a_notification_is_a_400(receiver: Receiver):
     assert rows(receiver.journal) == []
 
 
+DEPTH = 100_000  # 200 kB, well under the body limit; Python's `json` recurses once a level
+
+
+@pytest.mark.parametrize("raw", [b"[" * DEPTH + b"]" * DEPTH,
+                                 b'{"data":' * DEPTH + b"{}" + b"}" * DEPTH,
+                                 json.dumps(notification("deep")).encode()[:-1] + b', "x": ' + b"[" * DEPTH
+                                 + b"]" * DEPTH + b"}"],
+                         ids=["array", "object", "inside-a-notification"])
+def test_a_signed_body_nested_deeper_than_json_allows_is_a_400(receiver: Receiver, raw: bytes):
+    answer = receiver.post(raw)
+    assert answer.status_code == 400, answer.text
+    assert "depth" in answer.json()["error"] and "\n" not in answer.json()["error"]
+    assert rows(receiver.journal) == []
+
+
 def test_a_redelivery_is_answered_200_and_changes_nothing(receiver: Receiver):
     first = notification("n-1", event="container.updated")
     assert receiver.post(body(first)).status_code == 200
