@@ -1,7 +1,8 @@
 """Degenerate geometry never stops a map: a line of two identical points (the service sends them for a
 vessel that stayed put), a line with unknown positions, an empty or missing geometry, a part of zero length
 left by the antimeridian split. What each means is `pipelines.geo.frame`'s to decide (its module docstring);
-here: the frame and the renderers."""
+here: the frame, the renderers, and the map assets over a warehouse whose `map_features` hold such lines,
+where one container's map that still cannot be drawn is reported while the others are drawn."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ import pyarrow as pa
 import pytest
 import shapely
 
+from assets.maps import containers_at_sea, route_files
 from pipelines.geo.frame import frame_center, line_runs, lines_in_frame, point_positions, seam_longitude
 from pipelines.geo.land import load_land
 from pipelines.geo.render import features_frame, render_container_route, render_overview
+from tests.assets.conftest import warehouse_resource
+from tests.conftest import lake_in
+from tests.maps.conftest import asset_metadata, materialize_maps, query_rows
 
 VALENCIA = (-0.32, 39.44)
 # As the service sent it (issue 31): the past track of a vessel at berth between two position reports.
@@ -161,3 +166,53 @@ def test_the_renderers_draw_a_route_whatever_degenerate_geometry_it_holds(tmp_pa
     assert xmin < VALENCIA[0] < xmax and ymin < VALENCIA[1] < ymax
     assert overview.counts["containers"] == 2  # c2's route is a stay at Valencia
     assert overview.counts["containers_at_sea"] == overview.counts["vessels_at_sea"] == 1
+
+
+# ---- the map assets ------------------------------------------------------------------------------------
+
+
+def test_the_map_assets_succeed_on_degenerate_lines_and_report_a_map_they_cannot_draw(synced, tmp_path):
+    """The maps' warehouse cut to three containers at sea, in a lake of its own: one's past track is the
+    service's line of two identical points (and a leg has an unknown position), one map cannot be written
+    (a folder stands where its PNG goes), one is plain. The GeoParquet, the overview and two route maps
+    are written; the third is reported, not raised."""
+    stay, blocked, plain = sorted(containers_at_sea(synced))[:3]
+    data_dir = tmp_path / "data"
+    with lake_in(data_dir).writing(), lake_in(data_dir).connect() as con:
+        # what the maps read, of three containers (`copy_lake` copies every table: seconds more)
+        con.execute(f"attach 'ducklake:sqlite:{synced.store().catalog_file}' as source (read_only)")
+        con.execute("create schema ocean_tracking")
+        for table, key in (("map_features", "container_id"), ("containers", "id")):
+            con.execute(
+                f"create table ocean_tracking.{table} as select * from source.ocean_tracking.{table} "
+                f"where {key} in (?, ?, ?)",
+                [stay, blocked, plain],
+            )
+        con.execute(
+            "update ocean_tracking.map_features set geometry = ?, geometry_split = ? "
+            "where container_id = ? and feature_type = 'past_vessel_locations'",
+            [shapely.to_wkb(STAY), shapely.to_wkb(STAY), stay],
+        )
+        nan_leg = shapely.to_wkb(NAN_LINE)
+        con.execute(
+            "update ocean_tracking.map_features set geometry = ?, geometry_split = ? "
+            "where container_id = ? and feature_type = 'estimated_full_legs'",
+            [nan_leg, nan_leg, stay],
+        )
+    warehouse = warehouse_resource(data_dir)
+    files = route_files(containers_at_sea(warehouse))
+    routes = tmp_path / "out" / "maps" / "routes"
+    (routes / files[blocked]).mkdir(parents=True)
+
+    result = materialize_maps(warehouse, tmp_path / "out")
+
+    assert result.success
+    route_maps = asset_metadata(result, "route_maps")
+    assert (route_maps["count"], route_maps["failed"]) == (2, 1)
+    assert list(route_maps["failed_maps"]) == [files[blocked]]
+    assert route_maps["failed_maps"][files[blocked]].startswith("IsADirectoryError: ")
+    assert (routes / files[stay]).is_file() and (routes / files[plain]).is_file()
+    assert not list(routes.glob(".*"))  # no partial file left behind
+    assert asset_metadata(result, "routes_overview")["containers_at_sea"] == 3
+    [(rows,)] = query_rows(warehouse, "select count(*) from ocean_tracking.map_features")
+    assert asset_metadata(result, "map_features_geoparquet")["rows"] == rows
