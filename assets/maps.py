@@ -40,6 +40,7 @@ import duckdb
 from pydantic import Field
 
 from assets.accounts import account_of, account_partitions
+from assets.alerts import describe
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
 from pipelines.geo.geoparquet import export_map_features_geoparquet, map_features_state
 from pipelines.settings import DATASET_NAME, MAPS_DIR_NAME, Account, data_dir, geoparquet_path
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
     import geopandas as gpd
+
+    from pipelines.geo.render import RenderResult
 
 PREVIEW_WIDTH = 480  # px of the inline preview in the asset's metadata
 
@@ -275,7 +278,8 @@ MAX_DRAWING_PROCESSES = 4
         "One PNG route map per container at sea (a container whose map has a current_vessel feature): "
         "`<data_dir>/maps/routes/<container number>.png`. Only maps whose rows changed since they were drawn "
         "are redrawn (`manifest.json` in the folder records what each shows); maps of containers no longer "
-        "at sea are removed."
+        "at sea are removed. A map that cannot be drawn is reported (`failed`, `failed_maps`, a warning) and "
+        "tried again next run; the others are drawn."
     ),
 )
 def route_maps(
@@ -308,8 +312,9 @@ def route_maps(
             removed += 1
     kept = len(drawn)
     due = [container_id for container_id in sorted(files) if container_id not in drawn]
-    if due:
-        _draw_routes(warehouse, folder, due, at_sea, files, drawn, manifest_path)
+    failed = _draw_routes(warehouse, folder, due, at_sea, files, drawn, manifest_path) if due else {}
+    for container_id, reason in failed.items():
+        context.log.warning("could not draw the route map of %s: %s", files[container_id], reason)
     if drawn != before or manifest.get("version") != DRAWING_VERSION:
         write_json_atomically(manifest_path, {"version": DRAWING_VERSION, "containers": drawn})
     rendered = len(drawn) - kept
@@ -319,10 +324,13 @@ def route_maps(
         "rendered": dg.MetadataValue.int(rendered),
         "unchanged": dg.MetadataValue.int(kept),
         "removed": dg.MetadataValue.int(removed),
-        "skipped_unchanged": dg.MetadataValue.bool(not rendered and not removed),
+        "failed": dg.MetadataValue.int(len(failed)),
+        "skipped_unchanged": dg.MetadataValue.bool(not rendered and not removed and not failed),
         "folder": dg.MetadataValue.path(str(folder)),
         "maps_wider_than_180_degrees": dg.MetadataValue.int(sum(bool(e.get("wide")) for e in drawn.values())),
     }
+    if failed:
+        metadata["failed_maps"] = dg.MetadataValue.json({files[key]: reason for key, reason in failed.items()})
     if drawn:
         first = folder / min(entry["file"] for entry in drawn.values())
         metadata["preview_file"] = dg.MetadataValue.path(str(first))
@@ -359,34 +367,56 @@ def _draw_routes(
     files: dict[str, str],
     drawn: dict[str, dict[str, Any]],
     manifest_path: Path,
-) -> None:
+) -> dict[str, str]:
     """Draw the due containers' maps a batch at a time (each PNG written whole, then renamed into place;
     many maps in worker processes, `drawing_pool`), recording each in `drawn` and the manifest after every
-    batch, so a stopped run keeps what it drew."""
-    from pipelines.geo.render import render_route_with_land
-
+    batch, so a stopped run keeps what it drew. Returns the containers whose map could not be drawn, with
+    why (`draw_route`): they are left out of the manifest, so the next run tries them again."""
+    failed: dict[str, str] = {}
     pool = drawing_pool(len(due))
     with pool or contextlib.nullcontext(), warehouse.connect(read_only=True) as con:
         for start in range(0, len(due), RENDER_BATCH):
             batch = due[start : start + RENDER_BATCH]
             features = map_features_in(con, warehouse.dataset_name, container_ids=batch)
             if features is None:  # the table went away since the containers were listed
-                return
+                return failed
             groups = list(features.groupby("container_id", sort=True))
             finals = [folder / files[container_id] for container_id, _ in groups]
             # a leftover partial file is removed by the next run
             partials = [folder / f".{final.stem}.partial.png" for final in finals]
             titles = [route_title(rows, str(at_sea[container_id][0] or container_id)) for container_id, rows in groups]
-            work = ([rows for _, rows in groups], partials, titles)
+            work = ([rows for _, rows in groups], partials, finals, titles)
             try:
-                results = list(pool.map(render_route_with_land, *work, chunksize=4) if pool else map(render_route_with_land, *work))
+                results = list(pool.map(draw_route, *work, chunksize=4) if pool else map(draw_route, *work))
             except BrokenProcessPool:  # a worker died (killed, out of memory): draw the batch here
                 pool = None
-                results = list(map(render_route_with_land, *work))
-            for (container_id, _), final, partial, result in zip(groups, finals, partials, results, strict=True):
-                os.replace(partial, final)
+                results = list(map(draw_route, *work))
+            for (container_id, _), final, result in zip(groups, finals, results, strict=True):
+                if isinstance(result, str):
+                    failed[container_id] = result
+                    continue
                 drawn[container_id] = {"file": final.name, "load_id": at_sea[container_id][1], "wide": result.lon_span > 180}
             write_json_atomically(manifest_path, {"version": DRAWING_VERSION, "containers": drawn})
+    return failed
+
+
+def draw_route(features: "gpd.GeoDataFrame", partial: Path, final: Path, title: str) -> "RenderResult | str":
+    """One container's route map (`render_route_with_land`) drawn into `partial` and renamed to `final`,
+    or why it could not be, in one line.
+
+    Degenerate geometry is drawn (`pipelines.geo.frame` decides what it means), but whatever else stops
+    one container's map (a file that cannot be written, a bug) must not stop the others': the asset
+    reports it and goes on. Runs in a drawing process as well, so it returns the reason rather than
+    raising it through the pool."""
+    from pipelines.geo.render import render_route_with_land
+
+    try:
+        result = render_route_with_land(features, partial, title)
+        os.replace(partial, final)
+    except Exception as error:
+        partial.unlink(missing_ok=True)
+        return describe(error)
+    return result
 
 
 OVERVIEW_RECORD = "overview.json"  # beside the overview: the map_features state it shows, and its figures

@@ -29,6 +29,11 @@ from pipelines.errors import MalformedResponseError
 
 FEATURE_TYPES = ("port", "current_vessel", "past_vessel_locations", "estimated_full_legs", "estimated_partial_leg")
 
+MAX_LATITUDE = 90.0
+# A line may run on past 180 (170 -> 190 -> 200): longitudes up to a turn and a half either way are taken as
+# meant and wrapped; beyond that a position is taken as garbage.
+MAX_LONGITUDE = 540.0
+
 TS = pa.timestamp("us", tz="UTC")
 _S, _I, _F = pa.string(), pa.int64(), pa.float64()
 
@@ -100,14 +105,23 @@ def _coords_array(coords: Any, min_points: int) -> tuple[np.ndarray | None, str 
     return (None, reason) if reason else (arr, None)
 
 
+def known_positions(xy: np.ndarray) -> np.ndarray:
+    """Which of the (n, 2) [longitude, latitude] positions are usable: finite, the latitude within
+    +/-`MAX_LATITUDE` and the longitude within +/-`MAX_LONGITUDE`. The ingest refuses a geometry with any
+    other position (`geometry_error`); the maps take one as a position not known (`pipelines.geo.frame`)."""
+    xy = np.asarray(xy, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(xy).all(axis=1) & (np.abs(xy[:, 1]) <= MAX_LATITUDE) & (np.abs(xy[:, 0]) <= MAX_LONGITUDE)
+
+
 def _bad_values(arr: np.ndarray) -> str | None:
+    if known_positions(arr).all():
+        return None
     if not np.isfinite(arr).all():
         return "coordinates contain NaN or infinity"
-    if (np.abs(arr[:, 1]) > 90).any():
-        return "latitude outside [-90, 90] (are longitude and latitude swapped?)"
-    if (np.abs(arr[:, 0]) > 540).any():
-        return "longitude outside [-540, 540]"
-    return None
+    if (np.abs(arr[:, 1]) > MAX_LATITUDE).any():
+        return f"latitude outside [-{MAX_LATITUDE:g}, {MAX_LATITUDE:g}] (are longitude and latitude swapped?)"
+    return f"longitude outside [-{MAX_LONGITUDE:g}, {MAX_LONGITUDE:g}]"
 
 
 def _flat_lines(coord_lists: list[Any]) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
@@ -129,10 +143,8 @@ def _flat_lines(coord_lists: list[Any]) -> tuple[np.ndarray, np.ndarray, list[st
                 flat = np.array(list(chain.from_iterable(positions)), dtype=np.float64).reshape(-1, 2)
         except (TypeError, ValueError):
             flat = None
-        if flat is not None and flat.ndim == 2 and flat.shape[1] == 2:
-            bad = ~np.isfinite(flat).all(axis=1) | (np.abs(flat[:, 1]) > 90) | (np.abs(flat[:, 0]) > 540)
-            if not bad.any():
-                return flat, lengths, [None] * n
+        if flat is not None and flat.ndim == 2 and flat.shape[1] == 2 and known_positions(flat).all():
+            return flat, lengths, [None] * n
     arrays, reasons = [], []
     for coords in coord_lists:
         arr, reason = _coords_array(coords, 2)
@@ -182,6 +194,10 @@ def split_antimeridian(coords: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     A line whose consecutive longitudes jump by more than 180 degrees becomes a MultiLineString cut at the
     antimeridian, with points at +/-180 on the crossing latitude added to both sides; other lines stay
     LineStrings. Every input vertex is kept, in order. Longitudes are wrapped into [-180, 180] first.
+
+    A line that starts or ends on the antimeridian and crosses it there keeps that vertex as a part of its
+    own, of zero length (longitudes 170 -> -180 give parts 170 -> 180 and -180 -> -180); the maps take
+    such a part as the point it is (`pipelines.geo.frame`).
     """
     n_lines = len(lengths)
     if n_lines == 0:

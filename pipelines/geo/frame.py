@@ -18,6 +18,15 @@ The geometry drawn is `geometry_split` (its pieces meet at +/-180, which the shi
 path); every line is then cut again at the frame's own seam (central +/- 180) with
 `pipelines.geo.features.split_antimeridian`, so no line streaks across the map. (The renderer draws land
 three times, shifted by -360, 0, +360, so that whatever frame is chosen it is covered.)
+
+Degenerate geometry is decided on once, here (`line_runs`, `point_positions`), and every map follows it:
+a missing or empty geometry shows nothing; a vertex the ingest would refuse (NaN, infinite, out of range:
+`pipelines.geo.features.known_positions`) is a position not known, so a line is cut there (as matplotlib
+cuts a path at a NaN) rather than joined across it; and a line
+whose vertices all lie at one place (two identical positions: a vessel that did not move between two
+reports; a piece of one vertex between unknown positions; a piece the antimeridian split cut at its own
+vertex) is the point it is: it frames the map like any other position, and draws nothing (it has no
+length). So no such geometry can stop a map, and it never moves one.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from collections.abc import Iterable
 import numpy as np
 import shapely
 
-from pipelines.geo.features import split_antimeridian
+from pipelines.geo.features import known_positions, split_antimeridian
 
 DENSIFY_DEGREES = 2.0  # lines are densified to this step before their longitudes are looked at
 SEAM_LATITUDES = (-60.0, 75.0)  # the land a seam cuts is measured between these (Antarctica left out)
@@ -65,20 +74,83 @@ def central_longitude(lons: Iterable[float] | np.ndarray) -> float:
     return start + (360.0 - gap) / 2.0
 
 
+def _single_parts(geoms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the points, lines and polygons inside `geoms`, with collections opened to any depth; the index in
+    `geoms` of the geometry each came from). Missing geometries have no parts."""
+    owner = np.flatnonzero(~shapely.is_missing(geoms))
+    parts = geoms[owner]
+    while parts.size and np.isin(shapely.get_type_id(parts), (4, 5, 6, 7)).any():
+        parts, index = shapely.get_parts(parts, return_index=True)
+        owner = owner[index]
+    return parts, owner
+
+
+def point_positions(geoms: np.ndarray | Iterable) -> tuple[np.ndarray, np.ndarray]:
+    """(the index in `geoms` of the geometry each position belongs to, the (n, 2) positions): every point
+    (also of a multi-point or a collection) whose position is known. Missing and empty geometries and
+    unknown positions (`known_positions`) give none (the module docstring says why)."""
+    geoms = np.asarray(list(geoms) if not isinstance(geoms, np.ndarray) else geoms, dtype=object)
+    parts, owner = _single_parts(geoms)
+    points = shapely.get_type_id(parts) == 0
+    xy, part_of = shapely.get_coordinates(parts[points], return_index=True)
+    known = known_positions(xy)
+    return owner[points][part_of[known]], xy[known]
+
+
+def line_runs(geoms: np.ndarray | Iterable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The lines of `geoms` (polygons by their rings) as runs of known positions: (the vertices, one flat
+    (N, 2) array; how many vertices each run has, always 2 or more; the index in `geoms` of the geometry
+    each run came from).
+
+    A line is cut into runs at every vertex whose position is not known (`known_positions`); a run of
+    one vertex is given that vertex twice, a zero-length line, which is how every line that stays at one
+    place comes out (see the module docstring: such a line is the point it is)."""
+    geoms = np.asarray(list(geoms) if not isinstance(geoms, np.ndarray) else geoms, dtype=object)
+    parts, owner = _single_parts(geoms)
+    types = shapely.get_type_id(parts)
+    rings, ring_of = shapely.get_rings(parts[types == 3], return_index=True)
+    lines = np.concatenate([parts[(types == 1) | (types == 2)], rings])
+    line_owner = np.concatenate([owner[(types == 1) | (types == 2)], owner[types == 3][ring_of]])
+    coords, line_of = shapely.get_coordinates(lines, return_index=True)
+    known = known_positions(coords)
+    # a run starts at a line's first vertex and after every unknown one
+    starts = np.ones(len(coords), dtype=bool)
+    starts[1:] = (line_of[1:] != line_of[:-1]) | ~known[:-1]
+    coords, line_of, starts = coords[known], line_of[known], starts[known]
+    run_of = np.cumsum(starts) - 1
+    lengths = np.bincount(run_of, minlength=int(starts.sum())).astype(np.int64)
+    single = np.flatnonzero(lengths == 1)
+    if single.size:  # one vertex: given twice, a zero-length line
+        first_vertex = np.cumsum(lengths) - lengths
+        coords = np.insert(coords, first_vertex[single] + 1, coords[first_vertex[single]], axis=0)
+        lengths[single] = 2
+    return coords, lengths, line_owner[line_of[starts]]
+
+
+def _moving_lines(coords: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The runs of `line_runs` that go somewhere, as LineStrings: those whose vertices are not all at one
+    place (GEOS cannot densify a zero-length line: "point array must contain 0 or >1 elements")."""
+    if not lengths.size:
+        return np.empty(0, dtype=object)
+    first = np.cumsum(lengths) - lengths
+    spread = np.maximum.reduceat(coords, first) - np.minimum.reduceat(coords, first)
+    lines = shapely.linestrings(coords, indices=np.repeat(np.arange(lengths.size), lengths))
+    return lines[(spread > 0).any(axis=1)]
+
+
 def frame_center(geoms: np.ndarray, land: np.ndarray | None = None) -> float:
     """Central longitude for a set of geometries, with lines densified to `DENSIFY_DEGREES` steps so that
-    a long straight ocean segment counts as occupied longitude, not as a gap.
+    a long straight ocean segment counts as occupied longitude, not as a gap; a line that stays at one
+    place counts as the point it is, and unknown positions not at all (`line_runs`).
 
     When some band of longitudes wider than that step holds nothing, the frame is centred opposite it
     (`central_longitude`). When the lines go round the world there is no such band: the frame's seam is
     then `seam_longitude`'s meridian (fewest lines and least land cut, given the `land` polygons) and the
     centre, opposite it, is in [0, 360)."""
-    geoms = np.asarray(geoms, dtype=object)
-    geoms = geoms[~shapely.is_missing(geoms)] if geoms.size else geoms
-    if geoms.size == 0:
-        return 0.0
-    coords = shapely.get_coordinates(shapely.segmentize(geoms, DENSIFY_DEGREES))
-    x = _unique_longitudes(coords[:, 0])
+    coords, lengths, _ = line_runs(geoms)
+    _, points = point_positions(geoms)
+    densified = shapely.get_coordinates(shapely.segmentize(_moving_lines(coords, lengths), DENSIFY_DEGREES))
+    x = _unique_longitudes(np.concatenate([points[:, 0], coords[:, 0], densified[:, 0]]))
     if x.size < 2 or _largest_gap(x)[1] > DENSIFY_DEGREES:
         return central_longitude(x)
     return seam_longitude(geoms, land) + 180.0
@@ -87,10 +159,10 @@ def frame_center(geoms: np.ndarray, land: np.ndarray | None = None) -> float:
 def seam_longitude(geoms: np.ndarray, land: np.ndarray | None = None) -> float:
     """The meridian (one of -179.5, -178.5, ..., 179.5) where a map of these lines is best cut: the fewest
     line segments crossing it plus the least land along it (between `SEAM_LATITUDES`), each as a share of
-    its largest value over all meridians; of equal best meridians, the middle of the widest run of them."""
+    its largest value over all meridians; of equal best meridians, the middle of the widest run of them.
+    Lines are taken as `line_runs` gives them (a line that stays at one place crosses nothing)."""
     meridians = np.arange(-180.0, 180.0) + 0.5
-    geoms = np.asarray(geoms, dtype=object)
-    lines = geoms[np.isin(shapely.get_type_id(geoms), (1, 5))] if geoms.size else geoms
+    lines = _moving_lines(*line_runs(geoms)[:2])
     crossings = _crossings(shapely.segmentize(lines, DENSIFY_DEGREES), meridians).astype(np.float64)
     score = crossings / max(crossings.max(), 1.0)
     if land is not None and len(land):
@@ -144,21 +216,14 @@ def wrap_to_frame(x: np.ndarray, lon0: float) -> np.ndarray:
 
 
 def lines_in_frame(geoms: np.ndarray | Iterable, lon0: float) -> tuple[list[np.ndarray], np.ndarray]:
-    """Every (multi)line as vertex arrays in the frame centred on lon0, cut at the frame's seam.
+    """Every (multi)line as vertex arrays in the frame centred on lon0, cut at the frame's seam (and at
+    unknown positions: `line_runs`; a line that stays at one place is a zero-length path, which frames a
+    map and draws nothing).
 
     Returns (paths, owner): `paths[i]` is an (n, 2) array, `owner[i]` the index of the input geometry
     it came from (for styling).
     """
-    geoms = np.asarray(list(geoms) if not isinstance(geoms, np.ndarray) else geoms, dtype=object)
-    if geoms.size == 0:
-        return [], np.zeros(0, dtype=np.int64)
-    geoms = np.where(shapely.is_missing(geoms), shapely.from_wkt("LINESTRING EMPTY"), geoms)
-    parts, part_owner = shapely.get_parts(geoms, return_index=True)
-    coords, part_of = shapely.get_coordinates(parts, return_index=True)
-    lengths = np.bincount(part_of, minlength=len(parts)).astype(np.int64)
-    keep_part = lengths >= 2
-    keep_vertex = keep_part[part_of]
-    coords, lengths, part_owner = coords[keep_vertex], lengths[keep_part], part_owner[keep_part]
+    coords, lengths, part_owner = line_runs(geoms)
     if lengths.size == 0:
         return [], np.zeros(0, dtype=np.int64)
     shifted = coords.copy()

@@ -16,6 +16,8 @@ import numpy as np
 import shapely
 from matplotlib.transforms import Bbox
 
+from pipelines.geo.frame import point_positions
+
 # (dx, dy, ha, va) in points from the anchor, tried in order
 PORT_OFFSETS = (
     (7, 5, "left", "bottom"),
@@ -66,14 +68,11 @@ def _texts(ports: gpd.GeoDataFrame, name: str) -> list[str]:
 
 
 def _point_rows(ports: gpd.GeoDataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(row positions of the ports drawn as a point, their (n, 2) coordinates)."""
+    """(row positions of the ports drawn as a point at a known position, their (n, 2) coordinates)."""
     geoms = np.asarray(ports.geometry.values, dtype=object)
-    if not geoms.size:
-        return np.zeros(0, dtype=np.int64), np.empty((0, 2))
-    rows = np.flatnonzero(
-        ~shapely.is_missing(geoms) & (shapely.get_type_id(geoms) == 0) & ~shapely.is_empty(geoms)
-    )
-    return rows, shapely.get_coordinates(geoms[rows])
+    rows, xy = point_positions(geoms)
+    single = shapely.get_type_id(geoms[rows]) == 0
+    return rows[single], xy[single]
 
 
 def route_port_labels(ports: gpd.GeoDataFrame) -> list[PortLabel]:

@@ -12,7 +12,7 @@ PNG metadata. They return a `RenderResult` with the extent actually shown, for t
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +33,7 @@ from matplotlib.patches import PathPatch
 from matplotlib.path import Path as MplPath
 from matplotlib.ticker import FuncFormatter, MultipleLocator
 
-from pipelines.geo.frame import fit_extent, frame_center, lines_in_frame, wrap_to_frame
+from pipelines.geo.frame import fit_extent, frame_center, lines_in_frame, point_positions, wrap_to_frame
 from pipelines.geo.labels import (
     OVERVIEW_PORT_OFFSETS,
     PORT_OFFSETS,
@@ -88,13 +88,19 @@ def features_frame(table: pa.Table, prefer_split: bool = True) -> gpd.GeoDataFra
     """The `map_features` rows (an Arrow table with WKB columns) as a GeoDataFrame in EPSG:4326.
 
     The active geometry is `geometry_split` (the antimeridian-split variant) where present, else `geometry`.
+    A WKB value GEOS cannot read (a line of one position, which the ingest never writes but another writer
+    might) is taken as missing: one unreadable feature must not stop every map.
     """
     names = set(table.column_names)
     frame = table.drop_columns([c for c in ("geometry", "geometry_split") if c in names]).to_pandas()
-    raw = shapely.from_wkb(table.column("geometry").to_pylist()) if "geometry" in names else None
-    split = (
-        shapely.from_wkb(table.column("geometry_split").to_pylist()) if "geometry_split" in names else None
-    )
+
+    def read(column: str):
+        if column not in names:
+            return None
+        with np.errstate(invalid="ignore"):  # NaN coordinates: `pipelines.geo.frame` decides what they mean
+            return shapely.from_wkb(table.column(column).to_pylist(), on_invalid="ignore")
+
+    raw, split = read("geometry"), read("geometry_split")
     if split is not None and prefer_split:
         geoms = split if raw is None else np.where(shapely.is_missing(split), raw, split)
     elif raw is not None:
@@ -213,15 +219,6 @@ def _save(fig: Figure, out_path: Path, dpi: int) -> tuple[int, int]:
     return round(w * dpi), round(h * dpi)
 
 
-def _points_xy(geoms: Iterable) -> np.ndarray:
-    geoms = np.asarray(list(geoms), dtype=object)
-    if geoms.size == 0:
-        return np.empty((0, 2))
-    points = shapely.get_parts(geoms)
-    points = points[shapely.get_type_id(points) == 0]
-    return shapely.get_coordinates(points)
-
-
 def _column(frame: gpd.GeoDataFrame, name: str, default: object = None) -> list:
     return frame[name].tolist() if name in frame.columns else [default] * len(frame)
 
@@ -255,10 +252,10 @@ def render_container_route(
     paths, owner = lines_in_frame(geoms[line_idx], lon0)
     owner_kind = kinds[line_idx][owner] if len(owner) else np.empty(0, dtype=object)
     port_rows = frame[kinds == "port"]
-    port_xy = _points_xy(port_rows.geometry.values)
+    _, port_xy = point_positions(port_rows.geometry.values)
     port_xy[:, 0] = wrap_to_frame(port_xy[:, 0], lon0)
     vessel_rows = frame[kinds == "current_vessel"]
-    vessel_xy = _points_xy(vessel_rows.geometry.values)
+    vessel_of, vessel_xy = point_positions(vessel_rows.geometry.values)
     vessel_xy[:, 0] = wrap_to_frame(vessel_xy[:, 0], lon0)
 
     drawn = [*paths, port_xy, vessel_xy]
@@ -321,29 +318,26 @@ def render_container_route(
             color=PORT, fontweight="bold", **label_style,
         )  # fmt: skip
         labels.append(port.text)
-    if len(vessel_xy) == len(vessel_rows) and len(vessel_xy):
-        for (x, y), name, heading in zip(
-            vessel_xy,
-            _column(vessel_rows, "vessel_name", ""),
-            _column(vessel_rows, "vessel_location_heading"),
-            strict=True,
-        ):
-            ax.scatter(
-                [x],
-                [y],
-                s=150,
-                marker=_vessel_marker(heading),
-                color=VESSEL,
-                edgecolors="white",
-                linewidths=1.0,
-                zorder=7,
-            )
-            if name:
-                place_label(
-                    ax, renderer, (x, y), str(name), taken, VESSEL_OFFSETS, color=VESSEL, fontstyle="italic",
-                    **label_style,
-                )  # fmt: skip
-                labels.append(str(name))
+    vessel_names = _column(vessel_rows, "vessel_name", "")
+    headings = _column(vessel_rows, "vessel_location_heading")
+    for (x, y), row in zip(vessel_xy, vessel_of, strict=True):
+        name, heading = vessel_names[row], headings[row]
+        ax.scatter(
+            [x],
+            [y],
+            s=150,
+            marker=_vessel_marker(heading),
+            color=VESSEL,
+            edgecolors="white",
+            linewidths=1.0,
+            zorder=7,
+        )
+        if name:
+            place_label(
+                ax, renderer, (x, y), str(name), taken, VESSEL_OFFSETS, color=VESSEL, fontstyle="italic",
+                **label_style,
+            )  # fmt: skip
+            labels.append(str(name))
     size = _save(fig, out_path, dpi)
     return RenderResult(out_path, tuple(float(v) for v in extent), lon0, size, title, tuple(labels))
 
@@ -362,10 +356,11 @@ def overview_title(containers: int, containers_at_sea: int, vessels_at_sea: int)
 
 
 def _vessels(frame: gpd.GeoDataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Of the current_vessel features at `rows` (positions in `frame`, with a point), one position per
-    vessel (its id, else its name, else the position itself), in order of first appearance; also the
-    positions' containers."""
-    xy = _points_xy(frame.geometry.values[rows])
+    """Of the current_vessel features at `rows` (positions in `frame`, with a point), one known position
+    per vessel (its id, else its name, else the position itself), in order of first appearance; also the
+    containers of the features with a known position."""
+    known, xy = point_positions(frame.geometry.values[rows])
+    rows = rows[known]
     ids, names = _column(frame, "vessel_id"), _column(frame, "vessel_name")
     first: dict[object, int] = {}
     for i, (row, (x, y)) in enumerate(zip(rows, xy, strict=True)):
@@ -414,7 +409,7 @@ def render_overview(
     if past:
         ax.add_collection(LineCollection(past, colors=PAST, linewidths=0.8, alpha=0.4, zorder=4))
 
-    port_xy = _points_xy(geoms[(kinds == "port") & points])
+    _, port_xy = point_positions(geoms[(kinds == "port") & points])
     port_xy[:, 0] = wrap_to_frame(port_xy[:, 0], lon0)
     if len(port_xy):
         ax.scatter(

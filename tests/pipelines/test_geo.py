@@ -108,6 +108,29 @@ def test_bad_geometry_is_kept_with_a_reason_and_bad_values_go_to_extra():
     assert out[6]["feature_type"] is None
 
 
+def test_degenerate_lines_are_loaded_as_sent_or_refused_with_a_reason():
+    """What reaches the maps (`pipelines.geo.frame` decides what it means there): a line of two identical
+    points is the service's own (a vessel that stayed put) and is kept; a line ending on the antimeridian
+    keeps a zero-length part in its split; no position or an unknown one is refused with a reason."""
+    def line(coordinates):
+        return feature({"type": "LineString", "coordinates": coordinates}, feature_type="past_vessel_locations")
+
+    table = feature_collections_to_table([("c", fc(
+        line([[-0.32, 39.44], [-0.32, 39.44]]),
+        line([[170, 1], [-180, 2]]),
+        line([]),
+        line([[0, 0], [float("nan"), 1]]),
+    ))])  # fmt: skip
+
+    stay, to_the_antimeridian, empty, unknown = rows(table)
+    assert shapely.from_wkb(stay["geometry"]).equals_exact(shapely.LineString([(-0.32, 39.44)] * 2), 0)
+    assert stay["geometry_error"] is None and stay["geometry_split"] == stay["geometry"]
+    split = shapely.from_wkb(to_the_antimeridian["geometry_split"])
+    assert [list(part.coords) for part in split.geoms] == [[(170, 1), (180, 2)], [(-180, 2), (-180, 2)]]
+    assert empty["geometry"] is None and "positions" in empty["geometry_error"]
+    assert unknown["geometry"] is None and "NaN" in unknown["geometry_error"]
+
+
 def test_not_a_feature_collection_is_malformed():
     with pytest.raises(MalformedResponseError, match="container c9"):
         feature_collections_to_table([("c9", {"type": "Feature"})])
