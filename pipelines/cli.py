@@ -28,7 +28,7 @@ from rich.text import Text
 from pipelines.api.accounts import account_named
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import Settings, load_settings
-from pipelines.errors import PipelineError
+from pipelines.errors import ConfigurationError, PipelineError
 from pipelines.extract.item_issues import raise_if_excessive
 from pipelines.extract.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
 from pipelines.geo.geoparquet import export_map_features_geoparquet
@@ -61,18 +61,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    sync = commands.add_parser("sync", help="extract the account into the destination, then build the models")
+    sync = commands.add_parser(
+        "sync", help="extract the account into the destination, then build the models",
+        description="Extract the whole account (shipments, containers, events, references, route maps) into the "
+        "destination, only what changed since the last sync, then build the analytics models (dbt). A sync "
+        "interrupted at any point loses nothing: the next one finishes what it left pending.")
     add_account_arguments(sync)
     sync.add_argument("--no-maps", action="store_true", help="skip route maps")
     sync.add_argument("--no-models", action="store_true", help="load the raw tables only")
     sync.add_argument("--geoparquet", type=Path, default=None,
                       help=f"where to write the map features (default {geoparquet_path()}; one file an account)")
-    sync.add_argument("--no-progress", action="store_true", help="no live status line")
     sync.add_argument("--adopt-new-key", action="store_true",
                       help="the dataset was loaded with another key of this same account (a rotated key): take this one")
     sync.set_defaults(handler=run_sync)
     refresh = commands.add_parser(
-        "refresh", help="load only what the journaled webhook notifications name (a targeted refresh)")
+        "refresh", help="load only what the journaled webhook notifications name (a targeted refresh)",
+        description="Load only what the webhook notifications journaled by `webhooks serve` name (a targeted "
+        "refresh, through the same load path as a sync), or with --maps spend a budget of requests on the route "
+        "maps the map-freshness scheduler ranks first.")
     add_account_arguments(refresh)
     refresh.add_argument("--maps", type=int, metavar="BUDGET", default=None,
                          help="instead: fetch the route maps the map-freshness scheduler ranks first, at most "
@@ -96,10 +102,11 @@ def add_account_arguments(parser: argparse.ArgumentParser) -> None:
         "--api-key", help=f"API key (prefer {API_KEY_ENV}: a key on the command line shows in `ps`)"
     )
     parser.add_argument("--rate-window", type=float, default=None, help="the service's rate window, seconds")
-    parser.add_argument("--duckdb", type=Path, default=duckdb_path(), help="the file for --destination duckdb")
+    parser.add_argument("--duckdb", type=Path, default=None,
+                        help=f"load into this DuckDB file (--destination duckdb; its default file is {duckdb_path()})")
     parser.add_argument(
         "--destination",
-        default=default_destination(),
+        default=None,
         help=f"ducklake (the default, or {DESTINATION_ENV}): analysts query while syncs write; duckdb (one "
         "file, one process at a time); filesystem (Parquet/Delta lake); or any dlt destination name",
     )
@@ -110,6 +117,20 @@ def add_account_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"dataset (schema) of the raw tables (default {DATASET_NAME}, or {DATASET_NAME}_<account> with "
         "--account); a dataset answers to one API key",
     )
+    parser.add_argument("--no-progress", action="store_true", help="no live status line")
+
+
+def chosen_destination(args: argparse.Namespace) -> str:
+    """The destination the options name: `--destination`; else `duckdb` when `--duckdb` names its file; else
+    the default ($OCEAN_TRACKING_DESTINATION, or the DuckLake). A `--duckdb` beside another destination is
+    refused rather than ignored: the user meant one of the two."""
+    if args.duckdb is None:
+        return args.destination or default_destination()
+    if args.destination not in (None, "duckdb"):
+        raise ConfigurationError(
+            f"--duckdb names a DuckDB file, but --destination is {args.destination}: drop --duckdb, or use "
+            "--destination duckdb.")
+    return "duckdb"
 
 
 def account_settings(args: argparse.Namespace) -> tuple[Settings, Target]:
@@ -117,7 +138,7 @@ def account_settings(args: argparse.Namespace) -> tuple[Settings, Target]:
     account = account_named(args.account)
     settings = load_settings(api_key=args.api_key, base_url=args.base_url, rate_window_seconds=args.rate_window,
                              account=account)
-    target = resolve_target(args.destination, duckdb_file=args.duckdb, lake=args.lake_url,
+    target = resolve_target(chosen_destination(args), duckdb_file=args.duckdb, lake=args.lake_url,
                             dataset_name=args.dataset or account.dataset_name)
     return settings, target
 
@@ -125,7 +146,8 @@ def account_settings(args: argparse.Namespace) -> tuple[Settings, Target]:
 def run_refresh(args: argparse.Namespace) -> int:
     """Apply the webhook journal's pending notifications, or with `--maps` spend a budget on route maps."""
     settings, target = account_settings(args)
-    with OceanTrackingClient(settings) as client:
+    show_progress = not args.no_progress and sys.stderr.isatty()
+    with OceanTrackingClient(settings) as client, live_stats(client.stats, enabled=show_progress):
         if args.maps is not None:
             maps = refresh_maps(client, target, args.maps, bound_seconds=args.bound_minutes * 60)
             console.print(f"Route maps: {maps.plan.explain()} ({describe_stats(maps.api_stats)})", markup=False,
