@@ -2,7 +2,8 @@
 destination and builds the analytics models; `refresh` loads only what webhook notifications name, or the
 route maps a budget allows; the write-back commands change the account; `webhooks` receives notifications.
 
-Errors the user can act on are one line on stderr, exit code 2, no traceback (`--debug` shows it).
+Errors the user can act on are one line on stderr, exit code 2, no traceback (`--debug` shows it); Ctrl-C
+and SIGTERM are one line too, exit code 130 or 143.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -18,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dlt.common.exceptions import SignalReceivedException
 from dlt.pipeline.exceptions import PipelineStepFailed
 from rich.console import Console
 from rich.live import Live
@@ -254,19 +257,60 @@ def one_line(message: str) -> str:
     return " ".join([head, *hints])
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, as Ctrl-C raises KeyboardInterrupt: a run stopped by a
+    service manager or `kill` unwinds (locks released, nothing half-committed) and says so in one line."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def interrupting_signal(error: BaseException) -> int | None:
+    """The signal that stopped the run (SIGINT or SIGTERM) when `error` is, or wraps, an interruption: Python's
+    KeyboardInterrupt, our `Terminated`, or dlt's SignalReceivedException (dlt defers the signal while it
+    normalizes or loads, then raises it, wrapped in PipelineStepFailed); else None."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, SignalReceivedException):
+            return current.signal_code
+        if isinstance(current, KeyboardInterrupt):
+            return signal.SIGTERM if isinstance(current, Terminated) else signal.SIGINT
+        wrapped = current.exception if isinstance(current, PipelineStepFailed) else None
+        current = wrapped or current.__cause__ or current.__context__
+    return None
+
+
+def interrupted_line(signum: int, command: str) -> str:
+    """One line saying the run was interrupted, what is kept and what the next run does."""
+    how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    if command in ("sync", "refresh"):
+        return (f"interrupted ({how}): the warehouse keeps what earlier runs loaded, each load whole or not at "
+                "all; the next sync or refresh finishes what this one left pending, then goes on.")
+    return f"interrupted ({how}) before `{command}` finished; run it again."
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m pipelines` and the `ocean-tracking` script."""
+    """Entry point of `python -m pipelines` and the `ocean-tracking` script. Ctrl-C and SIGTERM end a run
+    with one line (exit code 128 + the signal: 130, 143), never a traceback or dlt's `signal_code=2`."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # dlt warns about every column that is still all-null; the live service has many of those. dlt sets its
     # logger's level from its runtime config when a pipeline starts, so the level is set there (a user's
     # RUNTIME__LOG_LEVEL still wins).
     os.environ.setdefault("RUNTIME__LOG_LEVEL", "ERROR")
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.handler(args)
-    except (PipelineError, PipelineStepFailed) as error:
-        if args.debug:
+    except BaseException as error:
+        signum = interrupting_signal(error)
+        if args.debug or (signum is None and not isinstance(error, PipelineError | PipelineStepFailed)):
             raise
+        if signum is not None:
+            errors.print(f"[yellow]{escape(interrupted_line(signum, args.command))}[/yellow]", soft_wrap=True)
+            return 128 + signum
         cause = error.exception if isinstance(error, PipelineStepFailed) else error
         while not isinstance(cause, PipelineError) and cause.__cause__ is not None:
             cause = cause.__cause__
