@@ -39,7 +39,7 @@ from requests.utils import rewind_body
 
 from pipelines.api.config import ApiKey, Settings, load_settings
 from pipelines.api.ratelimit import SlidingWindowLimiter, bucket_for
-from pipelines.api.retry import RetryingClient, excuse, never_sent, parsed_body
+from pipelines.api.retry import RetryingClient, excuse, lasting_failure, never_sent, parsed_body
 from pipelines.errors import (
     ApiError,
     MalformedResponseError,
@@ -354,7 +354,7 @@ class OceanTrackingClient:
             raise WriteOutcomeUnknownError("the response was cut off after the request was sent",
                                            method=method, path=path) from exc
         except requests.RequestException as exc:
-            kind = type(exc).__name__
+            kind = lasting_failure(exc) or type(exc).__name__
             if not (method in IDEMPOTENT or retry_safe) and not never_sent(exc):
                 raise WriteOutcomeUnknownError(f"{kind} during a non-idempotent request",
                                                method=method, path=path) from None
