@@ -16,25 +16,17 @@ from dlt.pipeline.exceptions import PipelineStepFailed
 from pipelines.cli import interrupting_signal
 from pipelines.errors import ModelBuildError
 from pipelines.warehouse import models
-from tests.conftest import _holder, lake_in
+from pipelines.warehouse.store import duckdb_store
 from tests.e2e.conftest import cli_env, requests_served
 from tests.faults.test_clear_errors import sync_command
 from tests.faults.test_sync_faults import FROZEN
 
 pytestmark = pytest.mark.faults
 
-_HOLD_SYNC_LOCK = """
-import select, sys
-from pipelines.warehouse.store import WarehouseStore
 
-with WarehouseStore(catalog=sys.argv[2], data_path=sys.argv[3]).syncing(sys.argv[4]):
-    print("held", flush=True)
-    select.select([sys.stdin], [], [], float(sys.argv[1]))
-"""
-
-
-def _interrupted_line(done: subprocess.CompletedProcess | tuple[str, str], how: str) -> str:
-    stderr = done[1] if isinstance(done, tuple) else done.stderr
+def _interrupted_line(outputs: tuple[str, str], how: str) -> str:
+    """The one line an interrupted run ends with (it must end stderr), without a traceback or an error."""
+    stderr = outputs[1]
     lines = stderr.strip().splitlines()
     assert lines and lines[-1].startswith(f"interrupted ({how}): "), stderr
     assert "Traceback" not in stderr and "signal_code" not in stderr and "error:" not in stderr, stderr
@@ -42,9 +34,10 @@ def _interrupted_line(done: subprocess.CompletedProcess | tuple[str, str], how: 
 
 
 def test_ctrl_c_during_the_extraction_ends_the_sync_in_one_line(make_sandbox, tmp_path):
-    server = make_sandbox(**FROZEN)
-    process = subprocess.Popen(sync_command("--no-maps", "--no-models"), env=cli_env(server.base_url, tmp_path),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = make_sandbox(**FROZEN, shipments=50)
+    command = sync_command("--no-maps", "--no-models", "--duckdb", str(tmp_path / "warehouse.duckdb"))
+    process = subprocess.Popen(command, env=cli_env(server.base_url, tmp_path), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while requests_served(server) < 1:
         assert process.poll() is None and time.monotonic() < deadline, "the sync ended before it was interrupted"
@@ -58,20 +51,16 @@ def test_ctrl_c_during_the_extraction_ends_the_sync_in_one_line(make_sandbox, tm
 
 
 def test_sigterm_while_waiting_for_the_sync_lock_ends_the_sync_in_one_line(tmp_path):
-    store = lake_in(tmp_path / "data")
-    store.create_folders()
-    holder = _holder(_HOLD_SYNC_LOCK, 120, store.catalog, store.data_path, "ocean_tracking")  # another run
-    try:
-        env = cli_env("http://127.0.0.1:9/v2", tmp_path)  # never reached: the run waits before any request
-        process = subprocess.Popen(sync_command(), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = cli_env("http://127.0.0.1:9/v2", tmp_path)  # never reached: the run waits before any request
+    warehouse = tmp_path / "warehouse.duckdb"  # a plain file: nothing to create before the wait, unlike a lake
+    with duckdb_store(warehouse).syncing("ocean_tracking"):  # held here, as another run would hold it
+        process = subprocess.Popen(sync_command("--duckdb", str(warehouse)), env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
         for line in process.stderr:  # the run says it waits before it waits
             if "Waiting for the sync lock of dataset ocean_tracking" in line:
                 break
         process.send_signal(signal.SIGTERM)
         outputs = process.communicate(timeout=60)
-    finally:
-        holder.kill()
-        holder.wait()
 
     assert process.returncode == 143
     _interrupted_line(outputs, "SIGTERM")
