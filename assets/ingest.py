@@ -203,7 +203,7 @@ def ocean_tracking_assets(
                 resources = [table for table in tables if table not in SIDE_TABLES]
                 if resources and len(tables) < len(INGEST_KEYS):
                     source = source.with_resources(*resources)
-                loaded = load_account(pipeline, source, target, key_fingerprint=client.settings.api_key.fingerprint)
+                loaded = load_account(pipeline, source, target, client=client)
             else:
                 loaded = targeted_load(context, config, client, target, account)
         finally:  # what a failed run spent matters as much (429s, retries)

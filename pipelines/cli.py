@@ -2,7 +2,8 @@
 destination and builds the analytics models; `refresh` loads only what webhook notifications name, or the
 route maps a budget allows; the write-back commands change the account; `webhooks` receives notifications.
 
-Errors the user can act on are one line on stderr, exit code 2, no traceback (`--debug` shows it).
+Errors the user can act on are one line on stderr, exit code 2, no traceback (`--debug` shows it); Ctrl-C
+and SIGTERM are one line too, exit code 130 or 143.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -18,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dlt.common.exceptions import SignalReceivedException
 from dlt.pipeline.exceptions import PipelineStepFailed
 from rich.console import Console
 from rich.live import Live
@@ -28,7 +31,7 @@ from rich.text import Text
 from pipelines.api.accounts import account_named
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import Settings, load_settings
-from pipelines.errors import PipelineError
+from pipelines.errors import ConfigurationError, PipelineError
 from pipelines.extract.item_issues import raise_if_excessive
 from pipelines.extract.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
 from pipelines.geo.geoparquet import export_map_features_geoparquet
@@ -47,6 +50,7 @@ from pipelines.settings import (
 )
 from pipelines.sync import SyncResult, sync_account
 from pipelines.warehouse.destinations import Target, resolve_target
+from pipelines.warehouse.postgis import GEO_VIEW
 from pipelines.webhooks.cli import register as register_webhooks
 from pipelines.webhooks.journal import NotificationJournal
 from pipelines.writeback.cli import register as register_writeback
@@ -61,18 +65,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    sync = commands.add_parser("sync", help="extract the account into the destination, then build the models")
+    sync = commands.add_parser(
+        "sync", help="extract the account into the destination, then build the models",
+        description="Extract the whole account (shipments, containers, events, references, route maps) into the "
+        "destination, only what changed since the last sync, then build the analytics models (dbt). A sync "
+        "interrupted at any point loses nothing: the next one finishes what it left pending.")
     add_account_arguments(sync)
     sync.add_argument("--no-maps", action="store_true", help="skip route maps")
     sync.add_argument("--no-models", action="store_true", help="load the raw tables only")
     sync.add_argument("--geoparquet", type=Path, default=None,
                       help=f"where to write the map features (default {geoparquet_path()}; one file an account)")
-    sync.add_argument("--no-progress", action="store_true", help="no live status line")
     sync.add_argument("--adopt-new-key", action="store_true",
                       help="the dataset was loaded with another key of this same account (a rotated key): take this one")
     sync.set_defaults(handler=run_sync)
     refresh = commands.add_parser(
-        "refresh", help="load only what the journaled webhook notifications name (a targeted refresh)")
+        "refresh", help="load only what the journaled webhook notifications name (a targeted refresh)",
+        description="Load only what the webhook notifications journaled by `webhooks serve` name (a targeted "
+        "refresh, through the same load path as a sync), or with --maps spend a budget of requests on the route "
+        "maps the map-freshness scheduler ranks first.")
     add_account_arguments(refresh)
     refresh.add_argument("--maps", type=int, metavar="BUDGET", default=None,
                          help="instead: fetch the route maps the map-freshness scheduler ranks first, at most "
@@ -96,10 +106,11 @@ def add_account_arguments(parser: argparse.ArgumentParser) -> None:
         "--api-key", help=f"API key (prefer {API_KEY_ENV}: a key on the command line shows in `ps`)"
     )
     parser.add_argument("--rate-window", type=float, default=None, help="the service's rate window, seconds")
-    parser.add_argument("--duckdb", type=Path, default=duckdb_path(), help="the file for --destination duckdb")
+    parser.add_argument("--duckdb", type=Path, default=None,
+                        help=f"load into this DuckDB file (--destination duckdb; its default file is {duckdb_path()})")
     parser.add_argument(
         "--destination",
-        default=default_destination(),
+        default=None,
         help=f"ducklake (the default, or {DESTINATION_ENV}): analysts query while syncs write; duckdb (one "
         "file, one process at a time); filesystem (Parquet/Delta lake); or any dlt destination name",
     )
@@ -110,6 +121,20 @@ def add_account_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"dataset (schema) of the raw tables (default {DATASET_NAME}, or {DATASET_NAME}_<account> with "
         "--account); a dataset answers to one API key",
     )
+    parser.add_argument("--no-progress", action="store_true", help="no live status line")
+
+
+def chosen_destination(args: argparse.Namespace) -> str:
+    """The destination the options name: `--destination`; else `duckdb` when `--duckdb` names its file; else
+    the default ($OCEAN_TRACKING_DESTINATION, or the DuckLake). A `--duckdb` beside another destination is
+    refused rather than ignored: the user meant one of the two."""
+    if args.duckdb is None:
+        return args.destination or default_destination()
+    if args.destination not in (None, "duckdb"):
+        raise ConfigurationError(
+            f"--duckdb names a DuckDB file, but --destination is {args.destination}: drop --duckdb, or use "
+            "--destination duckdb.")
+    return "duckdb"
 
 
 def account_settings(args: argparse.Namespace) -> tuple[Settings, Target]:
@@ -117,7 +142,7 @@ def account_settings(args: argparse.Namespace) -> tuple[Settings, Target]:
     account = account_named(args.account)
     settings = load_settings(api_key=args.api_key, base_url=args.base_url, rate_window_seconds=args.rate_window,
                              account=account)
-    target = resolve_target(args.destination, duckdb_file=args.duckdb, lake=args.lake_url,
+    target = resolve_target(chosen_destination(args), duckdb_file=args.duckdb, lake=args.lake_url,
                             dataset_name=args.dataset or account.dataset_name)
     return settings, target
 
@@ -125,7 +150,8 @@ def account_settings(args: argparse.Namespace) -> tuple[Settings, Target]:
 def run_refresh(args: argparse.Namespace) -> int:
     """Apply the webhook journal's pending notifications, or with `--maps` spend a budget on route maps."""
     settings, target = account_settings(args)
-    with OceanTrackingClient(settings) as client:
+    show_progress = not args.no_progress and sys.stderr.isatty()
+    with OceanTrackingClient(settings) as client, live_stats(client.stats, enabled=show_progress):
         if args.maps is not None:
             maps = refresh_maps(client, target, args.maps, bound_seconds=args.bound_minutes * 60)
             console.print(f"Route maps: {maps.plan.explain()} ({describe_stats(maps.api_stats)})", markup=False,
@@ -155,10 +181,22 @@ def run_sync(args: argparse.Namespace) -> int:
         if export:
             unchanged = "" if export.written else " (no map changed: left as it was)"
             console.print(f"GeoParquet of the map features: {export.path}{unchanged}")
+    elif not args.no_maps:
+        console.print(maps_elsewhere(target), soft_wrap=True)
     raise_if_excessive(result.loaded.issues)
     if warning := result.loaded.issues.warning():
         errors.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     return 0
+
+
+def maps_elsewhere(target: Target) -> str:
+    """On a destination other than the embedded warehouse: one line saying that no GeoParquet is written (it
+    and the PNG route maps are made from the embedded warehouse) and where the map features are instead."""
+    name = getattr(target.destination, "destination_name", target.destination)
+    view = f", typed by PostGIS in {target.dataset_name}.{GEO_VIEW}" if name == "postgres" else ""
+    return (f"No GeoParquet written: the GeoParquet export and the PNG route maps are made from the embedded "
+            f"warehouse only (--destination ducklake or duckdb); the map features are in "
+            f"{target.dataset_name}.map_features{view}.")
 
 
 def print_summary(target: Target, result: SyncResult, seconds: float, analytics_schema: str) -> None:
@@ -232,19 +270,60 @@ def one_line(message: str) -> str:
     return " ".join([head, *hints])
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, as Ctrl-C raises KeyboardInterrupt: a run stopped by a
+    service manager or `kill` unwinds (locks released, nothing half-committed) and says so in one line."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def interrupting_signal(error: BaseException) -> int | None:
+    """The signal that stopped the run (SIGINT or SIGTERM) when `error` is, or wraps, an interruption: Python's
+    KeyboardInterrupt, our `Terminated`, or dlt's SignalReceivedException (dlt defers the signal while it
+    normalizes or loads, then raises it, wrapped in PipelineStepFailed); else None."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, SignalReceivedException):
+            return current.signal_code
+        if isinstance(current, KeyboardInterrupt):
+            return signal.SIGTERM if isinstance(current, Terminated) else signal.SIGINT
+        wrapped = current.exception if isinstance(current, PipelineStepFailed) else None
+        current = wrapped or current.__cause__ or current.__context__
+    return None
+
+
+def interrupted_line(signum: int, command: str) -> str:
+    """One line saying the run was interrupted, what is kept and what the next run does."""
+    how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    if command in ("sync", "refresh"):
+        return (f"interrupted ({how}): the warehouse keeps what earlier runs loaded, each load whole or not at "
+                "all; the next sync or refresh finishes what this one left pending, then goes on.")
+    return f"interrupted ({how}) before `{command}` finished; run it again."
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m pipelines` and the `ocean-tracking` script."""
+    """Entry point of `python -m pipelines` and the `ocean-tracking` script. Ctrl-C and SIGTERM end a run
+    with one line (exit code 128 + the signal: 130, 143), never a traceback or dlt's `signal_code=2`."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # dlt warns about every column that is still all-null; the live service has many of those. dlt sets its
     # logger's level from its runtime config when a pipeline starts, so the level is set there (a user's
     # RUNTIME__LOG_LEVEL still wins).
     os.environ.setdefault("RUNTIME__LOG_LEVEL", "ERROR")
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.handler(args)
-    except (PipelineError, PipelineStepFailed) as error:
-        if args.debug:
+    except BaseException as error:
+        signum = interrupting_signal(error)
+        if args.debug or (signum is None and not isinstance(error, PipelineError | PipelineStepFailed)):
             raise
+        if signum is not None:
+            errors.print(f"[yellow]{escape(interrupted_line(signum, args.command))}[/yellow]", soft_wrap=True)
+            return 128 + signum
         cause = error.exception if isinstance(error, PipelineStepFailed) else error
         while not isinstance(cause, PipelineError) and cause.__cause__ is not None:
             cause = cause.__cause__

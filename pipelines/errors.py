@@ -165,13 +165,20 @@ def transport_error(
     kind: str, *, timed_out: bool, attempts: int, seconds: float, host: str, method: str, path: str
 ) -> TransportError:
     """The error for a request that got no HTTP response after its retries (`kind`: the last exception's
-    class name), in one line saying what happened and what to do: timeouts are NoResponseError (the service
-    is not answering), anything else (refused, reset, DNS) a TransportError about reaching the host. `host`
-    is the host alone: never a query string, never the key."""
+    class name, or what `pipelines.api.retry.lasting_failure` called it), in one line saying what happened and
+    what to do: timeouts are NoResponseError (the service is not answering), a failed TLS handshake a
+    TransportError about the scheme or certificate, anything else (refused, reset, DNS) a TransportError about
+    reaching the host. `host` is the host alone: never a query string, never the key."""
     if timed_out:
         return NoResponseError(
             f"no response within {seconds:.0f} s ({attempts} attempt(s), {kind}): the service is not answering; "
             f"check that {host} is up, or try again later",
+            method=method, path=path,
+        )
+    if kind.startswith("TLS"):  # pipelines.api.retry.TLS_FAILED: the scheme or the certificate, not the network
+        return TransportError(
+            f"{kind} with {host} ({attempts} attempt(s)): check that it serves https (for a server speaking plain "
+            "http, give an http:// base URL) and that this machine trusts its certificate",
             method=method, path=path,
         )
     return TransportError(

@@ -117,7 +117,7 @@ def _refresh_from_notifications(client: OceanTrackingClient, target: Target, jou
         loaded_event_ids=loaded_event_ids(pipeline, _container_ids(documents)),
         tracking_request_rows=tracking_rows,
     ).with_resources(*TARGETED_RESOURCES, "notified_tracking_requests")
-    loaded = load_account(pipeline, source, target, key_fingerprint=client.settings.api_key.fingerprint)
+    loaded = load_account(pipeline, source, target, client=client)
 
     failed = _failed_notices(notices, batch.unresolved, gone)
     applied = [notice_id for notice_id in batch.applied if notice_id not in failed]
@@ -205,5 +205,5 @@ def refresh_maps(client: OceanTrackingClient, target: Target, budget: int, *,
     if not plan.chosen:
         return MapRefreshResult(plan, None, client.stats())
     source = ocean_tracking(client=client, scheduled_maps=plan.chosen).with_resources("map_features")
-    loaded = load_account(pipeline, source, target, key_fingerprint=client.settings.api_key.fingerprint)
+    loaded = load_account(pipeline, source, target, client=client)
     return MapRefreshResult(plan, loaded, client.stats())

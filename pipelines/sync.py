@@ -4,7 +4,8 @@
 the package; its own `run` would load that package and return without extracting), then extracts,
 normalizes and loads afresh, then refreshes the derived views. It holds the dataset's sync lock throughout
 (a second run of the account, on any host, waits), and a dataset answers to one API key: the first load
-records the key's fingerprint in the dataset's dlt state, and another key is refused before it extracts. Per-item requests that failed after their
+records the key's fingerprint (and where it was loaded from) in the dataset's dlt state, another key is
+refused before it extracts, and a key the service rejects is never recorded (`claim_dataset`). Per-item requests that failed after their
 retries were skipped and recorded (`sync_issues`); the load reports them, and fails the sync after loading
 when too many failed (`pipelines.extract.item_issues`). `sync_account` adds what the CLI does after a load
 and Dagster does as downstream assets: the analytics models.
@@ -13,12 +14,14 @@ and Dagster does as downstream assets: the analytics models.
 from __future__ import annotations
 
 import gc
+import ipaddress
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import dlt
 from dlt.common.pipeline import LoadInfo
@@ -27,7 +30,7 @@ from dlt.sources import DltSource
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.compat import lake_connections_kept
-from pipelines.errors import ConfigurationError
+from pipelines.errors import AuthenticationError, ConfigurationError
 from pipelines.extract.item_issues import ItemIssuesReport, issues_of_load
 from pipelines.extract.source import history_without_scd2, ocean_tracking
 from pipelines.settings import SOURCE_NAME
@@ -40,8 +43,10 @@ from pipelines.warehouse.tables import count_rows, ensure_geometry_view, loader_
 
 logger = logging.getLogger(__name__)
 
-# Where the dataset's dlt state records which key loads it (a sha256 prefix, never the key).
+# Where the dataset's dlt state records which key loads it (a sha256 prefix, never the key), and from where
+# (the base URL's scheme, host and port).
 KEY_FINGERPRINT_STATE = "api_key_fingerprint"
+KEY_ORIGIN_STATE = "api_origin"
 
 
 class DatasetOfAnotherKeyError(ConfigurationError):
@@ -154,25 +159,69 @@ def gc_tuned(threshold: int = PAGE_LOOP_GC_THRESHOLD) -> Iterator[None]:
         gc.unfreeze()
 
 
-def claim_dataset(pipeline: dlt.Pipeline, key_fingerprint: str, *, adopt_key: bool = False) -> None:
-    """Make sure the dataset answers to this key before anything is extracted into it, and record the key on
-    its first load. The fingerprint lives in the dataset's dlt state (restored from the destination on
+def claim_dataset(pipeline: dlt.Pipeline, client: OceanTrackingClient, *, adopt_key: bool = False) -> None:
+    """Make sure the dataset answers to the client's key before anything is extracted into it, and record the
+    key on its first load. The fingerprint lives in the dataset's dlt state (restored from the destination on
     every host), so two accounts can never be merged into one dataset by a forgotten `--account` or
-    `--dataset`. A key rotated for the same account is taken with `adopt_key`."""
+    `--dataset`. A key rotated for the same account is taken with `adopt_key`.
+
+    A key other than the recorded one (or the first) is checked with the service first, one cheap request
+    (`OceanTrackingClient.check_key`): a key the service rejects is reported as rejected and never recorded,
+    so a mistyped key neither re-keys the dataset nor passes for another account's. Where the dataset was
+    loaded from (the base URL's origin) is recorded beside the fingerprint, so a dataset a sandbox loaded
+    (the demo's) is named as such when a real key meets it."""
     state = pipeline.state.get("sources", {}).get(SOURCE_NAME, {})
-    recorded = state.get(KEY_FINGERPRINT_STATE)
-    if recorded == key_fingerprint:
+    recorded, loaded_from = state.get(KEY_FINGERPRINT_STATE), state.get(KEY_ORIGIN_STATE)
+    fingerprint, origin = client.settings.api_key.fingerprint, client.origin
+    if recorded == fingerprint and loaded_from == origin:
         return
-    if recorded and not adopt_key:
-        raise DatasetOfAnotherKeyError(
-            f"Dataset {pipeline.dataset_name} was loaded with another API key (sha256:{recorded}) than this one "
-            f"(sha256:{key_fingerprint}), so it likely holds another account: give this account its own "
-            "(--account, or --dataset). If the same account's key was rotated, run once with --adopt-new-key.")
-    if recorded:
-        logger.warning("Dataset %s now answers to the key sha256:%s (was sha256:%s).", pipeline.dataset_name,
-                       key_fingerprint, recorded)
+    if recorded != fingerprint:
+        check_key_for(client, pipeline.dataset_name, recorded)
+        if recorded and not adopt_key:
+            raise DatasetOfAnotherKeyError(another_key_message(pipeline.dataset_name, recorded, loaded_from,
+                                                               fingerprint, origin))
+        if recorded:
+            logger.warning("Dataset %s now answers to the key sha256:%s (was sha256:%s).", pipeline.dataset_name,
+                           fingerprint, recorded)
     with pipeline.managed_state() as managed:  # extracted with the next package, so the destination keeps it
-        managed.setdefault("sources", {}).setdefault(SOURCE_NAME, {})[KEY_FINGERPRINT_STATE] = key_fingerprint
+        claimed = managed.setdefault("sources", {}).setdefault(SOURCE_NAME, {})
+        claimed[KEY_FINGERPRINT_STATE], claimed[KEY_ORIGIN_STATE] = fingerprint, origin
+
+
+def check_key_for(client: OceanTrackingClient, dataset: str, recorded: str | None) -> None:
+    """`client.check_key()`, its 401 saying that the dataset was left as it was (and answers to its key)."""
+    try:
+        client.check_key()
+    except AuthenticationError as error:
+        kept = (f"dataset {dataset} still answers to its key (sha256:{recorded}); nothing was changed" if recorded
+                else "nothing was loaded")
+        raise AuthenticationError(
+            f"the service at {client.origin} rejected this API key (sha256:{client.settings.api_key.fingerprint}): {kept}",
+            status=error.status, method=error.method, path=error.path, errors=error.errors, hint=error.hint,
+        ) from None
+
+
+def another_key_message(dataset: str, recorded: str, loaded_from: str | None, fingerprint: str, origin: str) -> str:
+    """Why a dataset refuses a key the service accepts, and what to do: another account's dataset (or the same
+    account's rotated key); a dataset loaded from another place, a sandbox most likely, is named as such."""
+    if loaded_from is None or loaded_from == origin:
+        return (f"Dataset {dataset} was loaded with another API key (sha256:{recorded}) than this one "
+                f"(sha256:{fingerprint}), which {origin} accepts, so it likely holds another account: give this "
+                "account its own (--account, or --dataset). If the same account's key was rotated, run once with "
+                "--adopt-new-key.")
+    sandbox = " (a local sandbox, such as the demo's?)" if is_loopback(loaded_from) else ""
+    return (f"Dataset {dataset} was loaded from {loaded_from}{sandbox} with another API key (sha256:{recorded}), "
+            f"not from {origin} with this one (sha256:{fingerprint}): load this account into a dataset of its own "
+            "(--dataset NAME, or --account), or remove the old warehouse if its data is not wanted.")
+
+
+def is_loopback(origin: str) -> bool:
+    """Whether an origin (`http://127.0.0.1:8080`) is this machine: where a sandbox runs."""
+    host = urlparse(origin).hostname or ""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @contextmanager
@@ -190,7 +239,7 @@ def syncing(pipeline: dlt.Pipeline, target: Target) -> Iterator[None]:
         yield
 
 
-def load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target, *, key_fingerprint: str,
+def load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target, *, client: OceanTrackingClient,
                  adopt_key: bool = False) -> Loaded:
     """Load one sync of `source` into `target`: finish a pending load, extract afresh, refresh the views.
 
@@ -200,18 +249,18 @@ def load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target, *, k
     is waited for (bounded) before any request is spent, and reported as held, not as dlt's connection
     failure; a server destination (PostgreSQL) that cannot be reached is one line naming its host and port.
     After a load into PostgreSQL the PostGIS view of the map features is refreshed (`publish_geometry_view`).
-    All of it under the dataset's sync lock (`syncing`); the key is checked against the dataset's
-    (`claim_dataset`) once the state is restored, before the extraction."""
+    All of it under the dataset's sync lock (`syncing`); the key of `client` (the source's) is checked against
+    the dataset's (`claim_dataset`) once the state is restored, before the extraction."""
     try:
         with syncing(pipeline, target), lake_connections_kept():
-            return _load_account(pipeline, source, target, key_fingerprint, adopt_key)
+            return _load_account(pipeline, source, target, client, adopt_key)
     except Exception as error:
         if (reason := unreachable(pipeline, error)) is None:
             raise
         raise reason from None
 
 
-def _load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target, key_fingerprint: str,
+def _load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target, client: OceanTrackingClient,
                   adopt_key: bool) -> Loaded:
     store = target.store
     if store is not None and not store.is_lake:
@@ -224,7 +273,7 @@ def _load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target, key
     try:
         if pipeline.config.restore_from_destination:
             pipeline.sync_destination()
-        claim_dataset(pipeline, key_fingerprint, adopt_key=adopt_key)
+        claim_dataset(pipeline, client, adopt_key=adopt_key)
         with gc_tuned():
             pipeline.extract(source, loader_file_format="parquet")
         pipeline.normalize()
@@ -268,8 +317,7 @@ def sync_account(
     (`analytics`, or `analytics_<account>`)."""
     pipeline = make_pipeline(target, pipelines_dir)
     source = ocean_tracking(client=client, include_maps=include_maps, map_refresh_seconds=map_refresh_seconds)
-    loaded = load_account(pipeline, source, target, key_fingerprint=client.settings.api_key.fingerprint,
-                          adopt_key=adopt_key)
+    loaded = load_account(pipeline, source, target, client=client, adopt_key=adopt_key)
     result = SyncResult(loaded, client.stats())
     store = target.store
     schema = client.settings.account.analytics_schema

@@ -39,7 +39,7 @@ from requests.utils import rewind_body
 
 from pipelines.api.config import ApiKey, Settings, load_settings
 from pipelines.api.ratelimit import SlidingWindowLimiter, bucket_for
-from pipelines.api.retry import RetryingClient, excuse, never_sent, parsed_body
+from pipelines.api.retry import RetryingClient, excuse, lasting_failure, never_sent, parsed_body
 from pipelines.errors import (
     ApiError,
     MalformedResponseError,
@@ -145,6 +145,19 @@ class OceanTrackingClient:
     def get(self, path: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """GET a path (relative to the base URL, or `/v2/...`, or an absolute URL on the API host) → document."""
         return self._call("GET", self._resolve(path), params=params, retry_safe=True, empty_ok=False)
+
+    def check_key(self) -> None:
+        """Ask the service whether it accepts the key, with the cheapest request there is (one row of the
+        account's tracking requests); raises `AuthenticationError` (401) when it does not. Before a dataset is
+        told to answer to a key, so a mistyped key is never recorded as the dataset's."""
+        self.get("/tracking_requests", params={"page[size]": 1})
+
+    @property
+    def origin(self) -> str:
+        """Where the client sends its requests: the base URL's scheme, host and port (never a user or password
+        a URL could carry), to say in messages and record beside the key's fingerprint."""
+        parsed = urlparse(self.base_url)
+        return f"{parsed.scheme}://{parsed.netloc.rpartition('@')[2]}"
 
     def paginate(self, path: str, params: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Yield each page's whole document (data, included, links, meta), following `links.next`.
@@ -341,7 +354,7 @@ class OceanTrackingClient:
             raise WriteOutcomeUnknownError("the response was cut off after the request was sent",
                                            method=method, path=path) from exc
         except requests.RequestException as exc:
-            kind = type(exc).__name__
+            kind = lasting_failure(exc) or type(exc).__name__
             if not (method in IDEMPOTENT or retry_safe) and not never_sent(exc):
                 raise WriteOutcomeUnknownError(f"{kind} during a non-idempotent request",
                                                method=method, path=path) from None

@@ -5,7 +5,8 @@
   for connection errors, when the connection was never opened.
 - How long: `backoff_factor`, then `BACKOFF_CAP` x `backoff_factor` (plus jitter), or the `Retry-After` a
   429 asked for; until `max_attempts` (or a lower cap for one call, `OceanTrackingClient.attempts_at_most`),
-  or until the next attempt could end past `request_deadline` (see `RetryingClient._stop`).
+  or until the next attempt could end past `request_deadline` (see `RetryingClient._stop`). A connection
+  refused or a failed TLS handshake gets `FAST_FAIL_ATTEMPTS` at most (`lasting_failure`).
 - Every attempt, retries included, goes through the client's attempt hook, where the rate limiter runs.
 
 Split from `pipelines.api.client`, which maps the outcome (errors, documents) once the retries are done.
@@ -31,6 +32,12 @@ logger = logging.getLogger(__name__)
 
 RETRYABLE_EXCEPTIONS = (requests.ConnectionError, Timeout, ChunkedEncodingError, ContentDecodingError)
 BACKOFF_CAP = 2.0  # x backoff_factor: see _Backoff
+# Attempts for a connection refused or a TLS handshake that failed (about 3 s with the default backoff): a
+# service restarting refuses for a moment, but a wrong port or scheme refuses for ever; either way the user
+# hears it in seconds, not after the whole deadline.
+FAST_FAIL_ATTEMPTS = 3
+REFUSED = "connection refused"
+TLS_FAILED = "TLS handshake failed"
 
 
 def never_sent(exc: BaseException) -> bool:
@@ -39,6 +46,20 @@ def never_sent(exc: BaseException) -> bool:
         return True
     reason = getattr(exc.args[0], "reason", None) if exc.args else None
     return isinstance(reason, urllib3.exceptions.NewConnectionError | urllib3.exceptions.NameResolutionError)
+
+
+def lasting_failure(exc: BaseException) -> str | None:
+    """What went wrong when retrying soon is unlikely to help, unlike a reset or a timeout: the connection was
+    refused (nothing listens on the port) or the TLS handshake failed (an https:// URL for a server speaking
+    plain http, a certificate refused); None for anything else."""
+    if isinstance(exc, requests.exceptions.SSLError):
+        return TLS_FAILED
+    cause = getattr(exc.args[0], "reason", None) if exc.args else None
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return REFUSED
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def parsed_body(response: requests.Response) -> Any:
@@ -153,7 +174,11 @@ class RetryingClient(Client):
         window into a failure instead of the recovery it is. 429s stay bounded by max_attempts (each wait
         by max_retry_delay) and end in RateLimitedError."""
         s = self._settings
-        if state.attempt_number >= (getattr(state.args[0], "t49_max_attempts", None) or s.max_attempts):
+        attempts = getattr(state.args[0], "t49_max_attempts", None) or s.max_attempts
+        outcome = state.outcome
+        if outcome is not None and outcome.failed and lasting_failure(outcome.exception()):
+            attempts = min(attempts, FAST_FAIL_ATTEMPTS)
+        if state.attempt_number >= attempts:
             return True
         busy = (state.seconds_since_start or 0.0) - getattr(state.args[0], "t49_excused", 0.0)
         sleep = 0.0 if _rate_limited(state) else state.upcoming_sleep

@@ -29,7 +29,7 @@ from pipelines.api.jsonapi import rows_by_type
 from pipelines.errors import AuthorizationError
 from pipelines.extract.columns import HARD_DELETE_COLUMN
 from pipelines.extract.fetch_log import SyncFetchLog
-from pipelines.extract.hints import create_if_new, declared, keep_routed_tables_apart
+from pipelines.extract.hints import create_if_new, create_if_still_new, declared, keep_routed_tables_apart
 from pipelines.extract.item_issues import ItemIssues
 from pipelines.extract.pages import every_page
 from pipelines.extract.roster import deleted_rows
@@ -70,6 +70,8 @@ def custom_field_resources(client: OceanTrackingClient, issues: ItemIssues, log:
             yield deleted_rows(table, (row["id"] for row in rows), table.replace("_", " "))
         yield from log.pending()
         yield from issues.pending()
+        if rows == []:  # the account has none (yet)
+            yield from create_if_still_new(table)
 
     hints = {name: {**declared(name), "columns": {**declared(name)["columns"], **HARD_DELETE_COLUMN}} for name in LISTS}
 

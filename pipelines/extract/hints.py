@@ -30,8 +30,13 @@ def is_new(table: str) -> bool:
 
 # Destinations that create a table from an empty item. Elsewhere the empty load job fails: PostgreSQL's
 # ADBC ingest needs at least one record batch, and a Delta merge hashes each row's primary key, which the
-# empty item lacks. There a table appears with its first row (the models read a missing one as empty).
+# empty item lacks. There a table appears with its first row (the models read a missing one as empty),
+# unless `create_if_still_new` can make it.
 EMPTY_TABLE_DESTINATIONS = frozenset({"duckdb", "ducklake"})
+# Destinations that create a table from an empty item loaded as `insert_values` instead of parquet.
+# PostgreSQL types a json column by the file format (json for parquet, which its ADBC ingest can copy into,
+# jsonb otherwise, which it cannot), so only a table without a json column is made this way.
+INSERT_VALUES_EMPTY_DESTINATIONS = frozenset({"postgres"})
 
 
 def create_if_new(table: str) -> list[Any]:
@@ -52,3 +57,17 @@ def keep_routed_tables_apart() -> None:
     resource = dlt.current.resource()
     for table in (FETCH_LOG_TABLE, SYNC_ISSUES_TABLE):
         resource.apply_hints(table_name=table, columns={}, nested_hints={}, create_table_variant=True)
+
+
+def create_if_still_new(table: str) -> list[Any]:
+    """At the end of a resource's run that yielded no row for `table`: an empty item, loaded as `insert_values`,
+    that has dlt create the table on the destinations that cannot load an empty parquet item but can this
+    (`INSERT_VALUES_EMPTY_DESTINATIONS`), while it is new and has no json column. Called last, with no row of
+    the table in this sync, so no row is ever loaded that way; `create_if_new` has made it elsewhere."""
+    destination = dlt.current.pipeline().destination
+    if destination is None or destination.destination_name not in INSERT_VALUES_EMPTY_DESTINATIONS or not is_new(table):
+        return []
+    columns = dlt.current.resource().compute_table_schema()["columns"]
+    if any(column.get("data_type") == "json" for column in columns.values()):
+        return []
+    return [dlt.mark.with_hints(dlt.mark.materialize_table_schema(), dlt.mark.make_hints(file_format="insert_values"))]

@@ -42,7 +42,13 @@ from pipelines.api.jsonapi import rows_by_type
 from pipelines.errors import FeatureNotEnabledError, NotFoundError
 from pipelines.extract.custom_fields import custom_field_resources
 from pipelines.extract.fetch_log import SyncFetchLog, digest
-from pipelines.extract.hints import create_if_new, declared, is_new, keep_routed_tables_apart
+from pipelines.extract.hints import (
+    create_if_new,
+    create_if_still_new,
+    declared,
+    is_new,
+    keep_routed_tables_apart,
+)
 from pipelines.extract.item_issues import ItemIssues
 from pipelines.extract.map_schedule import container_phase
 from pipelines.extract.pages import Page, changed_bundles, every_page, owners_of
@@ -207,8 +213,11 @@ def ocean_tracking(
                      columns=DEPARTED_COLUMNS)
     def departed_shipments(page: Page) -> Iterator[Any]:
         yield from create_if_new(DEPARTED_TABLE)
-        if page.listed_shipment_ids is not None:
-            yield shipment_departures(page.listed_shipment_ids)
+        if page.listed_shipment_ids is not None:  # the last page: the listing is complete
+            if departures := shipment_departures(page.listed_shipment_ids):
+                yield departures
+            else:
+                yield from create_if_still_new(DEPARTED_TABLE)
 
     @dlt.transformer(
         data_from=shipment_pages,

@@ -143,7 +143,8 @@ def outcome_error(args: list[str], outcome: Any) -> str:
     line = failure_line(outcome.result)
     if line is None:
         error = outcome.exception or "see sql/logs/dbt.log"
-        line = f"dbt {args[0]} failed: {' '.join(str(error).split())}"
+        said = " ".join(str(error).split()) or f"{type(error).__name__} (see sql/logs/dbt.log)"  # never empty
+        line = f"dbt {args[0]} failed: {said}"
     return line
 
 
@@ -153,6 +154,8 @@ def run_dbt(args: list[str]) -> Any:
     outcome = invoke_dbt(args)
     if outcome.success:
         return outcome.result
+    if isinstance(outcome.exception, KeyboardInterrupt):  # Ctrl-C or SIGTERM while dbt ran: not a failure of dbt
+        raise outcome.exception
     raise ModelBuildError(outcome_error(args, outcome))
 
 

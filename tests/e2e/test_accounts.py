@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from pipelines.api.accounts import account_named, configured_accounts
-from pipelines.api.config import load_settings
+from pipelines.api.config import key_fingerprint, load_settings
 from pipelines.errors import ConfigurationError
 from pipelines.settings import Account
 from tests.conftest import FULL_KEY, FULL_KEY_2, _holder, lake_in, release
@@ -108,17 +108,31 @@ def test_two_accounts_land_in_their_own_datasets_and_models(make_sandbox, tmp_pa
     assert FULL_KEY not in output and OTHER_ACCOUNT_KEY not in output
 
 
-def test_a_dataset_refuses_another_accounts_key_before_any_request(make_sandbox, tmp_path):
+def test_a_dataset_refuses_another_accounts_key_before_extracting_and_a_rejected_key_changes_nothing(
+    make_sandbox, tmp_path
+):
     server = make_sandbox(**FROZEN, account_keys=[(OTHER_ACCOUNT_KEY,)])
     assert _sync(server, tmp_path, "--no-models", env=cli_env(server.base_url, tmp_path)).returncode == 0
     served = _served_by_account(server)
+    kept = f"sha256:{key_fingerprint(FULL_KEY)}"
+
+    # a mistyped key is rejected by the service, with or without --adopt-new-key, and the dataset keeps its key
+    mistyped = cli_env(server.base_url, tmp_path, SOURCES__OCEAN_TRACKING__API_KEY=FULL_KEY + "x")
+    for adopt in ((), ("--adopt-new-key",)):
+        line = one_error_line(_sync(server, tmp_path, "--no-models", *adopt, env=mistyped))
+        assert "HTTP 401" in line and "rejected this API key" in line and "another account" not in line, line
+        assert f"dataset ocean_tracking still answers to its key ({kept}); nothing was changed" in line
+        assert "--adopt-new-key" not in line and FULL_KEY not in line
 
     other = cli_env(server.base_url, tmp_path, SOURCES__OCEAN_TRACKING__API_KEY=OTHER_ACCOUNT_KEY)
     line = one_error_line(_sync(server, tmp_path, "--no-models", env=other))
 
     assert "Dataset ocean_tracking was loaded with another API key" in line and "--account" in line
+    assert f"({kept}) than this one" in line and "which http://127.0.0.1:" in line, "still the first key's"
     assert OTHER_ACCOUNT_KEY not in line and FULL_KEY not in line
-    assert _served_by_account(server).get("account-2", 0) == served.get("account-2", 0) == 0
+    # the other key was checked with the service (one request), nothing was extracted with it
+    assert _served_by_account(server).get("account-2", 0) == served.get("account-2", 0) + 1 == 1
+
     # a rotated key of the same account is taken when said so, and from then on it is the dataset's key
     rotated = cli_env(server.base_url, tmp_path, SOURCES__OCEAN_TRACKING__API_KEY=FULL_KEY_2)
     assert _sync(server, tmp_path, "--no-models", "--adopt-new-key", env=rotated).returncode == 0

@@ -11,6 +11,7 @@ import pytest
 from pipelines import errors
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
+from pipelines.api.retry import FAST_FAIL_ATTEMPTS
 from tests.pipelines.conftest import TEST_KEY, Reply
 
 OK = {"data": [{"id": "s1", "type": "shipment", "attributes": {}}]}
@@ -126,6 +127,31 @@ def test_refused_connection_post_is_retried_then_transport_error(tmp_path):
         client.post("tracking_requests", {"data": {}})
     assert not isinstance(info.value, errors.WriteOutcomeUnknownError)
     assert client.stats()["retries"] == 1
+
+
+def test_a_refused_connection_fails_after_a_short_bounded_retry_not_the_whole_deadline(tmp_path):
+    # nothing listens on the port: 20 attempts and a 90 s deadline would be about 50 s of retries
+    settings = load_settings(api_key=TEST_KEY, base_url=f"http://127.0.0.1:{_closed_port()}/v2", max_attempts=20,
+                             backoff_factor=0.05, limiter_path=tmp_path / "l.sqlite")
+    client = OceanTrackingClient(settings)
+    with pytest.raises(errors.TransportError) as info:
+        client.get("shipments")
+
+    assert client.stats()["requests"] == {"default": FAST_FAIL_ATTEMPTS}
+    message = str(info.value)
+    assert "(connection refused) after 3 attempt(s)" in message and "is reachable" in message and "\n" not in message
+
+
+def test_tls_to_a_plain_http_server_fails_fast_and_says_which_scheme_to_use(api_server, tmp_path):
+    settings = load_settings(api_key=TEST_KEY, base_url=api_server.base_url.replace("http://", "https://"),
+                             max_attempts=20, backoff_factor=0.05, limiter_path=tmp_path / "l.sqlite")
+    client = OceanTrackingClient(settings)
+    with pytest.raises(errors.TransportError) as info:
+        client.get("shipments")
+
+    assert client.stats()["requests"] == {"default": FAST_FAIL_ATTEMPTS}
+    assert str(info.value).startswith("GET /v2/shipments: TLS handshake failed with 127.0.0.1:")
+    assert "give an http:// base URL" in str(info.value) and TEST_KEY not in str(info.value)
 
 
 # ---- the request deadline ------------------------------------------------------------------------------
