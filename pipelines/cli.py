@@ -157,7 +157,7 @@ def run_refresh(args: argparse.Namespace) -> int:
             console.print(f"Route maps: {maps.plan.explain()} ({describe_stats(maps.api_stats)})", markup=False,
                           soft_wrap=True)
             return 0
-        with NotificationJournal() as journal:
+        with NotificationJournal(account=settings.account) as journal:
             result = refresh_from_notifications(client, target, journal)
     console.print(result.summary(), markup=False, soft_wrap=True)
     for notice_id, why in sorted(result.failed.items()):

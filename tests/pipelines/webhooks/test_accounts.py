@@ -142,3 +142,19 @@ def test_an_accounts_receiver_and_status_use_its_own_schema_of_a_postgresql_jour
     with NotificationJournal(account=Account("apac")) as apac:  # created empty: another account's schema
         assert apac.counts()["pending"] == 0
     assert not NotificationJournal.exists(account=Account())
+
+
+def test_refresh_of_an_account_applies_its_own_journal_only(tmp_path: Path, monkeypatch, capsys):
+    # the single account's journal holds a notification; emea's is empty: emea's refresh has nothing to apply,
+    # and sends nothing (the base URL answers nothing: any request would fail the command)
+    monkeypatch.setenv("OCEAN_TRACKING_ACCOUNTS", "emea")
+    monkeypatch.setenv(Account("emea").api_key_env, "sbx_emea_key_0123456789")
+    with NotificationJournal(webhook_journal_path()) as single:
+        single.record(body(notification()))
+
+    code = main(["refresh", "--account", "emea", "--no-progress", "--base-url", "http://127.0.0.1:9/v2"])
+
+    assert code == 0, capsys.readouterr()
+    with NotificationJournal(webhook_journal_path()) as single:
+        assert len(single.pending()) == 1
+    assert NotificationJournal.exists(account=Account("emea"))
