@@ -28,7 +28,7 @@ import dagster as dg
 
 from assets.accounts import SINGLE_ACCOUNT, account_of, account_partitions
 from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
-from pipelines.settings import DATASET_NAME, Account, pipelines_dir
+from pipelines.settings import DATASET_NAME, DEFAULT_FRESHNESS_HOURS, Account, pipelines_dir
 from pipelines.warehouse.tables import count_rows, loader_session, newest_loads
 
 if TYPE_CHECKING:
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 
 KEY_PREFIX = "ocean_tracking"
 INGEST_GROUP = "ingest"
-# The daily full sync plus slack for a retried or queued run.
-DEFAULT_FRESHNESS_HOURS = 26.0
 
 # Upstream tables of each table: a row here names rows there (`<relationship>_id` columns, or
 # `shipping_line_scac`), so the lineage graph reads like the foreign keys. All are loaded by one dlt run from one page stream.

@@ -27,14 +27,15 @@ from pathlib import Path
 from types import TracebackType
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CODE_LOCATION = "assets.definitions"
 BIN = Path(sys.executable).parent
 FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
 
 
 class DaemonDeployment:
     """A Dagster instance in `home` (the project's dagster.yaml, its `.dagster/` paths moved under `home`)
-    with a real `dagster-daemon run` process serving the project's code location.
+    with a real `dagster-daemon run` process serving the project's code location. Every `dagster` command
+    runs at the project root without `-m`, as a deployment runs them: the code location is the one
+    pyproject.toml's `[tool.dagster]` names (`ocean_tracking`), the same for the daemon and the commands.
 
     `env` is the environment of the daemon, hence of its code server and of every run worker."""
 
@@ -48,9 +49,11 @@ class DaemonDeployment:
         self.home.mkdir(parents=True, exist_ok=True)
         config = (REPO_ROOT / "dagster.yaml").read_text()
         (self.home / "dagster.yaml").write_text(re.sub(r"base_dir: \.dagster", f"base_dir: {self.home}/.dagster", config))
+        with self.instance():
+            pass  # creates the instance's SQLite storage before the daemon starts: two processes creating it at once can stamp its schema version twice
         with self.log_path.open("w") as log:
             self.process = subprocess.Popen(
-                [str(BIN / "dagster-daemon"), "run", "-m", CODE_LOCATION],
+                [str(BIN / "dagster-daemon"), "run"],
                 cwd=REPO_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
         try:
@@ -90,15 +93,15 @@ class DaemonDeployment:
 
     def launch(self, job: str) -> str:
         """Submit a run of `job` through the instance (its queue and run launcher) and return its id."""
-        before = self._run_ids(job)
+        before = self.run_ids(job)
         launched = subprocess.run(
-            [str(BIN / "dagster"), "job", "launch", "-m", CODE_LOCATION, "-j", job],
+            [str(BIN / "dagster"), "job", "launch", "-j", job],
             cwd=REPO_ROOT, env=self.env, capture_output=True, text=True,
         )
         if launched.returncode != 0:
             errors = [line for line in launched.stderr.splitlines() if "Error" in line]
             raise RuntimeError(f"dagster job launch {job} failed: {errors[-1] if errors else launched.stderr[-500:]}")
-        new = self._run_ids(job) - before
+        new = self.run_ids(job) - before
         if len(new) != 1:
             raise RuntimeError(f"expected one new run of {job}, found {len(new)}")
         return new.pop()
@@ -116,7 +119,8 @@ class DaemonDeployment:
                 time.sleep(0.25)
         raise TimeoutError(f"run {run_id} did not finish within {timeout:.0f}s; see {self.log_path}")
 
-    def _run_ids(self, job: str) -> set[str]:
+    def run_ids(self, job: str) -> set[str]:
+        """The ids of every run of `job` in the instance."""
         import dagster as dg
 
         with self.instance() as instance:

@@ -1,6 +1,11 @@
 """The one-command demo (`bash scripts/demo`, or `python -m demo`): start the sandbox, materialize every
 Dagster asset into data/, print a summary, stop the sandbox. The run lands in the project's Dagster
-instance (.dagster/), so `dagster dev` shows it afterwards.
+instance (.dagster/, or $DAGSTER_HOME), so `dagster dev` shows it afterwards.
+
+The demo can run any number of times: its sandbox always answers to the same key (`DEMO_API_KEY`) and
+grows the same seeded world, so a second run is an incremental sync of the first run's lake. It never
+deletes anything; to start over, delete data/. A data folder holding another account's lake is refused
+by the sync, in one line, and left as it is.
 
 This is the one place besides the tests that composes the sandbox with the pipeline; they meet over
 HTTP, as the pipeline meets the real service."""
@@ -22,57 +27,91 @@ from pipelines.settings import (
     API_KEY_ENV,
     APP_URL_ENV,
     BASE_URL_ENV,
+    DATA_DIR_ENV,
     DATASET_NAME,
     RATE_WINDOW_ENV,
     data_dir,
     geoparquet_path,
     maps_dir,
 )
+from pipelines.sync import DatasetOfAnotherKeyError
 from pipelines.warehouse.store import WarehouseStore, embedded_store
 from pipelines.warehouse.tables import table_row_counts
 from sandbox.launcher import SandboxProcess, start_sandbox
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# The demo's sandbox key, the same on every run: the lake a first run loads answers to this key (its dlt
+# state keeps the key's fingerprint), so a later run syncs into it instead of being refused as another
+# account. It opens nothing but a sandbox on loopback, so it is no secret.
+DEMO_API_KEY = "sbx_demo_ocean_tracking_elt"
 console = Console()
+errors = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+class DemoRunFailed(Exception):
+    """The demo's Dagster run failed; the message is the failing step and its error, in one line."""
+
+
+def sandbox_arguments(shipments: int, seed: int, rate_window: float) -> tuple[str, ...]:
+    """`python -m sandbox` arguments of the demo's sandbox: the world of `seed` at `shipments`, the demo's key."""
+    return ("--shipments", str(shipments), "--seed", str(seed), "--rate-window", str(rate_window),
+            "--api-key", DEMO_API_KEY)  # fmt: skip
 
 
 def point_dagster_at(sandbox: SandboxProcess, rate_window: float) -> None:
     """Configure the code location through the environment it reads (the key only as a variable, so
-    Dagster records its name, never its value)."""
+    Dagster records its name, never its value); the instance is $DAGSTER_HOME, else the project's."""
     os.environ.update(
         {
             API_KEY_ENV: sandbox.api_key,
             BASE_URL_ENV: sandbox.base_url,
             APP_URL_ENV: sandbox.app_url,
             RATE_WINDOW_ENV: str(rate_window),
-            "DAGSTER_HOME": str(PROJECT_ROOT),
         }
     )
+    os.environ.setdefault("DAGSTER_HOME", str(PROJECT_ROOT))
 
 
-def materialize_everything() -> bool:
-    """Run the `full_sync` job (every asset and check) in this process on the project's instance."""
+def root_error(error) -> tuple[str, str]:
+    """The innermost error of a Dagster error chain (the step's own exception, not Dagster's wrapper): its
+    class name, and its message without the class name on one line (our errors are written that way)."""
+    while error.cause is not None:
+        error = error.cause
+    text = error.message.strip()
+    marker = f"{error.cls_name}: "
+    if marker in text:
+        text = text.split(marker, 1)[1]
+    return error.cls_name, " ".join(text.split()) or error.cls_name
+
+
+def materialize_everything(debug: bool = False) -> None:
+    """Run the `full_sync` job (every asset and check) in this process on the Dagster instance; raise
+    DemoRunFailed naming the failing step or check. Dagster's own log is shown with `debug` only."""
     import dagster as dg
 
     from assets.definitions import defs  # imported late: it reads the environment set above
 
     job = defs.resolve_job_def("full_sync")
     with dg.DagsterInstance.get() as instance:
-        quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+        log_level = "WARNING" if debug else "CRITICAL"
+        quiet = {"loggers": {"console": {"config": {"log_level": log_level}}}}
         result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=quiet)
-        checks = [
-            event.event_specific_data
-            for event in result.all_events
-            if event.event_type_value == "ASSET_CHECK_EVALUATION"
-        ]
+        events = list(result.all_events)
+    failures = [e for e in events if e.event_type_value == "STEP_FAILURE"]
+    if failures:
+        first = failures[0]
+        kind, message = root_error(first.event_specific_data.error)
+        if kind == DatasetOfAnotherKeyError.__name__:
+            message = (f"{data_dir()}/ holds a lake loaded with another API key than the demo's (a real account's, "
+                       "or a demo's from before the demo kept one key); the demo leaves it as it is: move it "
+                       f"away (mv {data_dir()} {data_dir()}-old) or set {DATA_DIR_ENV} to another folder")
+        raise DemoRunFailed(f"Dagster run {result.run_id[:8]} failed in step {first.step_key}: {message}")
+    checks = [e.event_specific_data for e in events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     failed = [f"{c.asset_key.to_user_string()}:{c.check_name}" for c in checks if not c.passed]
-    console.print(
-        f"Dagster run {result.run_id[:8]}: {'succeeded' if result.success else 'FAILED'}, "
-        f"{len(checks) - len(failed)}/{len(checks)} asset checks passed"
-    )
-    for name in failed:
-        console.print(f"  [red]check failed:[/red] {name}")
-    return result.success and not failed
+    if failed or not result.success:
+        raise DemoRunFailed(f"Dagster run {result.run_id[:8]}: {len(failed)} of {len(checks)} asset checks "
+                            f"failed: {', '.join(failed) or 'none'}")  # fmt: skip
+    console.print(f"Dagster run {result.run_id[:8]}: succeeded, {len(checks)}/{len(checks)} asset checks passed")
 
 
 def print_summary(warehouse: WarehouseStore, sandbox: SandboxProcess, seconds: float) -> None:
@@ -101,23 +140,31 @@ def print_summary(warehouse: WarehouseStore, sandbox: SandboxProcess, seconds: f
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m demo` (what `bash scripts/demo` runs)."""
-    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__)
+    """Entry point of `python -m demo` (what `bash scripts/demo` runs): 0 when the run and every asset
+    check passed, else 1 after one line saying what failed (`--debug`: Dagster's log and the traceback)."""
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shipments", type=int, default=200, help="sandbox scale (default 200)")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=7, help="the sandbox world's seed (default 7)")
     parser.add_argument("--rate-window", type=float, default=3.0, help="sandbox rate window, seconds (real: 60)")
+    parser.add_argument("--debug", action="store_true", help="show Dagster's log and tracebacks")
     args = parser.parse_args(argv)
 
     started = time.monotonic()
-    warehouse = embedded_store()
-    console.print(f"Starting the sandbox ({args.shipments} shipments, seed {args.seed})…")
-    sandbox_args = ("--shipments", str(args.shipments), "--seed", str(args.seed), "--rate-window", str(args.rate_window))
-    with start_sandbox(*sandbox_args) as sandbox:
-        console.print(f"Sandbox at {sandbox.base_url}; materializing every asset into {data_dir()}/ …")
-        point_dagster_at(sandbox, args.rate_window)
-        ok = materialize_everything()
-        print_summary(warehouse, sandbox, time.monotonic() - started)
-    return 0 if ok else 1
+    try:
+        warehouse = embedded_store()
+        console.print(f"Starting the sandbox ({args.shipments} shipments, seed {args.seed})…")
+        with start_sandbox(*sandbox_arguments(args.shipments, args.seed, args.rate_window)) as sandbox:
+            console.print(f"Sandbox at {sandbox.base_url}; materializing every asset into {data_dir()}/ …")
+            point_dagster_at(sandbox, args.rate_window)
+            materialize_everything(debug=args.debug)
+            print_summary(warehouse, sandbox, time.monotonic() - started)
+    except Exception as error:
+        if args.debug:
+            raise
+        errors.print(f"error: the demo failed: {error}", markup=False)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

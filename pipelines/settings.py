@@ -6,6 +6,10 @@ environment at the moment they are asked for (the demo and the tests point a pro
 folder after import). The values a user sets are read the dlt way (environment variables, then
 `.dlt/secrets.toml` and `.dlt/config.toml`): `pipelines.api.config` resolves and validates the API
 settings, `pipelines.warehouse` the destinations.
+
+Every environment variable a user may set is declared with `setting(name, what, default)`: its one-line
+description and its default in words live beside its name, and README.md's settings table is rendered
+from them (`python scripts/settings_table.py --write`; tests/test_readme.py fails when the two differ).
 """
 
 from __future__ import annotations
@@ -16,35 +20,66 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+
+@dataclass(frozen=True)
+class Setting:
+    """A setting a user may give, as README.md's settings table shows it: the environment variable, what
+    applies when it is unset (in words) and what it does, in one line each."""
+
+    name: str
+    default: str
+    what: str
+
+
+#: every documented setting, in the order README.md's table lists them (the order they are defined in here)
+SETTINGS: list[Setting] = []
+
+
+def setting(name: str, what: str, default: str = "unset") -> str:
+    """Declare the environment variable `name` with its description and default for README.md's settings
+    table, and return the name: a setting is named and documented in one statement."""
+    SETTINGS.append(Setting(name, default, what))
+    return name
+
+
 # ---- the service -------------------------------------------------------------------------------------
 SOURCE_NAME = "ocean_tracking"
 CONFIG_SECTION = f"sources.{SOURCE_NAME}"  # [sources.ocean_tracking] in .dlt/secrets.toml
 ENV_PREFIX = "SOURCES__OCEAN_TRACKING__"
-API_KEY_ENV = f"{ENV_PREFIX}API_KEY"
-BASE_URL_ENV = f"{ENV_PREFIX}BASE_URL"
-APP_URL_ENV = f"{ENV_PREFIX}APP_URL"
-RATE_WINDOW_ENV = f"{ENV_PREFIX}RATE_WINDOW_SECONDS"
-API_KEY_HELP = f"{API_KEY_ENV} (or api_key under [{CONFIG_SECTION}] in .dlt/secrets.toml)"
-WEBHOOK_SECRET_KEY = "webhook_secret"  # the HMAC key of webhook deliveries, a secret like the API key
-WEBHOOK_SECRET_ENV = f"{ENV_PREFIX}WEBHOOK_SECRET"
-DEFAULT_SECRETS_FILE = ".dlt/secrets.toml"
-
 DEFAULT_BASE_URL = "https://api.terminal49.com/v2"
 DEFAULT_APP_URL = "https://app.terminal49.com"
 PAGE_SIZE = 100  # the service's maximum page size
 REQUESTS_PER_MINUTE = 100  # the service's budget per account, in a rolling window
 RATE_WINDOW_SECONDS = 60.0
+API_KEY_ENV = setting(f"{ENV_PREFIX}API_KEY", "the account's API key, from the developer portal (a secret: "
+                      "never on a command line)", default="required to sync")  # fmt: skip
+BASE_URL_ENV = setting(f"{ENV_PREFIX}BASE_URL", "the API (a sandbox's URL to try things locally)",
+                       default=f"`{DEFAULT_BASE_URL}`")  # fmt: skip
+APP_URL_ENV = setting(f"{ENV_PREFIX}APP_URL", "the web app the `deep_links` model links to",
+                      default=f"`{DEFAULT_APP_URL}`")  # fmt: skip
+RATE_WINDOW_ENV = setting(f"{ENV_PREFIX}RATE_WINDOW_SECONDS", "the service's rolling window for its "
+                          f"{REQUESTS_PER_MINUTE} requests, seconds", default=f"{RATE_WINDOW_SECONDS:g}")  # fmt: skip
+API_KEY_HELP = f"{API_KEY_ENV} (or api_key under [{CONFIG_SECTION}] in .dlt/secrets.toml)"
+WEBHOOK_SECRET_KEY = "webhook_secret"  # the HMAC key of webhook deliveries, a secret like the API key
+WEBHOOK_SECRET_ENV = setting(f"{ENV_PREFIX}WEBHOOK_SECRET", "the secret webhook deliveries are signed with "
+                             "(a secret)", default="the one `webhooks register` stored")  # fmt: skip
+DEFAULT_SECRETS_FILE = ".dlt/secrets.toml"
 
 # ---- the warehouse -----------------------------------------------------------------------------------
 DATASET_NAME = SOURCE_NAME  # raw tables
 ANALYTICS_SCHEMA = "analytics"  # the SQL models
 WRITEBACK_SCHEMA = "writeback"  # write-back outcomes and audit log
 LAKE_NAME = "lake"  # the DuckLake's name: the catalog it is attached as (`lake.ocean_tracking.containers`)
-DESTINATION_ENV = "OCEAN_TRACKING_DESTINATION"
 DEFAULT_DESTINATION = "ducklake"  # the embedded default: analysts read while the schedule writes
+DESTINATION_ENV = setting("OCEAN_TRACKING_DESTINATION", "where the CLI, write-back and Dagster load: `ducklake`, "
+                          "`duckdb` (one file), `filesystem`, `postgres` or another dlt destination",
+                          default=f"`{DEFAULT_DESTINATION}`")  # fmt: skip
 # dlt's own keys for its `ducklake` destination: the catalog and the data path are configuration.
-DUCKLAKE_CATALOG_ENV = "DESTINATION__DUCKLAKE__CREDENTIALS__CATALOG"
-DUCKLAKE_STORAGE_ENV = "DESTINATION__DUCKLAKE__CREDENTIALS__STORAGE__BUCKET_URL"
+DUCKLAKE_CATALOG_ENV = setting("DESTINATION__DUCKLAKE__CREDENTIALS__CATALOG", "the lake's catalog: a SQLite file "
+                               "or `postgresql://...` (the lake across hosts)",
+                               default="`sqlite:///<data dir>/ducklake/catalog.sqlite`")  # fmt: skip
+DUCKLAKE_STORAGE_ENV = setting("DESTINATION__DUCKLAKE__CREDENTIALS__STORAGE__BUCKET_URL", "the lake's Parquet "
+                               "files: a folder or `s3://...`", default="`<data dir>/ducklake/files`")  # fmt: skip
 # The PostgreSQL schema a server catalog lives in (dlt's default: the lake's name), and the config sections of
 # the lake's object storage (its `..._STORAGE__CREDENTIALS__*`), both dlt's own keys.
 DUCKLAKE_METADATA_SCHEMA_KEY = "destination.ducklake.credentials.metadata_schema"
@@ -56,7 +91,8 @@ DUCKLAKE_STORAGE_SECTIONS = ("destination", "ducklake", "credentials", "storage"
 # [sources.ocean_tracking.accounts.<name>]; never the shared section's key), any other setting of the section
 # may be overridden there, and its data goes to a dataset and a models schema of its own (and so a dlt
 # pipeline of its own: the pipeline is named after its dataset, `pipelines.warehouse.destinations`).
-ACCOUNTS_ENV = "OCEAN_TRACKING_ACCOUNTS"
+ACCOUNTS_ENV = setting("OCEAN_TRACKING_ACCOUNTS", "several accounts by name (`emea,apac`): each its own key, "
+                       "dataset and models schema; Dagster partitions by account", default="unset: one account")  # fmt: skip
 ACCOUNTS_SECTION = "accounts"
 ACCOUNT_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,29}")
 
@@ -125,23 +161,38 @@ class Account:
         return "the account" if self.name is None else f"account {self.name}"
 
 
+setting(Account("<name>").api_key_env, f"a named account's key (its other settings fall back to `{ENV_PREFIX}*`)",
+        default=f"required to sync it; never `{API_KEY_ENV}`")  # fmt: skip
+
 # ---- local files -------------------------------------------------------------------------------------
-DATA_DIR_ENV = "OCEAN_TRACKING_DATA_DIR"
-DUCKDB_ENV = "OCEAN_TRACKING_DUCKDB"
-PIPELINES_DIR_ENV = "OCEAN_TRACKING_PIPELINES_DIR"
-FRESHNESS_HOURS_ENV = "OCEAN_TRACKING_FRESHNESS_HOURS"
-WRITEBACK_JOURNAL_ENV = "OCEAN_TRACKING_WRITEBACK_JOURNAL"
-WEBHOOK_JOURNAL_ENV = "OCEAN_TRACKING_WEBHOOK_JOURNAL"
-LAKE_RETENTION_ENV = "OCEAN_TRACKING_LAKE_RETENTION_DAYS"
-DEFAULT_LAKE_RETENTION_DAYS = 30.0  # how far back time travel reaches once maintenance has run
-# DuckDB's memory for the load into the embedded warehouse (unset: DuckDB's own default, 80 % of RAM)
-LOADER_MEMORY_LIMIT_ENV = "OCEAN_TRACKING_LOADER_MEMORY_LIMIT"
-LOCK_TIMEOUT_ENV = "OCEAN_TRACKING_LOCK_TIMEOUT_SECONDS"
-DEFAULT_LOCK_TIMEOUT_SECONDS = 120.0
 DEFAULT_DATA_DIR = "data"
 # Not `ocean_tracking.duckdb`: a DuckDB file named like the dataset makes `ocean_tracking.<table>`
 # ambiguous (catalog or schema?) to the binder, and dlt fails its DDL.
 DUCKDB_FILE_NAME = "warehouse.duckdb"
+DEFAULT_FRESHNESS_HOURS = 26.0  # the daily full sync plus slack for a retried or queued run
+DEFAULT_LAKE_RETENTION_DAYS = 30.0  # how far back time travel reaches once maintenance has run
+DEFAULT_LOCK_TIMEOUT_SECONDS = 120.0
+DATA_DIR_ENV = setting("OCEAN_TRACKING_DATA_DIR", "the folder of the lake, the GeoParquet, the maps and the "
+                       "journals", default=f"`{DEFAULT_DATA_DIR}` (in the working directory)")  # fmt: skip
+DUCKDB_ENV = setting("OCEAN_TRACKING_DUCKDB", "the warehouse file when the destination is `duckdb`",
+                     default=f"`<data dir>/{DUCKDB_FILE_NAME}`")  # fmt: skip
+PIPELINES_DIR_ENV = setting("OCEAN_TRACKING_PIPELINES_DIR", "dlt's working folders (pending load packages)",
+                            default="dlt's (`~/.dlt/pipelines`); under Dagster `.dagster/dlt_pipelines`")  # fmt: skip
+FRESHNESS_HOURS_ENV = setting("OCEAN_TRACKING_FRESHNESS_HOURS", "how old the last load may be before the "
+                              "freshness check fails, hours", default=f"{DEFAULT_FRESHNESS_HOURS:g}")  # fmt: skip
+WRITEBACK_JOURNAL_ENV = setting("OCEAN_TRACKING_WRITEBACK_JOURNAL", "the write-back journal: a SQLite file, or a "
+                                "`postgresql://` URL shared by several hosts (a secret then)",
+                                default="`<data dir>/writeback_journal.sqlite`")  # fmt: skip
+WEBHOOK_JOURNAL_ENV = setting("OCEAN_TRACKING_WEBHOOK_JOURNAL", "the webhook notification journal: a SQLite file, "
+                              "or a `postgresql://` URL shared by several hosts (a secret then)",
+                              default="`<data dir>/webhook_journal.sqlite`")  # fmt: skip
+LAKE_RETENTION_ENV = setting("OCEAN_TRACKING_LAKE_RETENTION_DAYS", "how many days of snapshots (time travel) "
+                             "maintenance keeps", default=f"{DEFAULT_LAKE_RETENTION_DAYS:g}")  # fmt: skip
+# DuckDB's memory for the load into the embedded warehouse (unset: DuckDB's own default, 80 % of RAM)
+LOADER_MEMORY_LIMIT_ENV = setting("OCEAN_TRACKING_LOADER_MEMORY_LIMIT", "DuckDB's `memory_limit` while a sync "
+                                  "loads (e.g. `2GB`)", default="DuckDB's: 80 % of RAM")  # fmt: skip
+LOCK_TIMEOUT_ENV = setting("OCEAN_TRACKING_LOCK_TIMEOUT_SECONDS", "how long a writer waits for the warehouse's "
+                           "or a journal's lock, seconds", default=f"{DEFAULT_LOCK_TIMEOUT_SECONDS:g}")  # fmt: skip
 DUCKLAKE_DIR_NAME = "ducklake"  # catalog.sqlite and files/
 GEOPARQUET_FILE_NAME = "map_features.parquet"
 WRITEBACK_JOURNAL_FILE_NAME = "writeback_journal.sqlite"
@@ -270,9 +321,12 @@ def pipelines_dir(default: Path) -> Path:
 # `postgresql://user:password@host:port/database` (every host spending the key); `limiter_path` is the
 # older SQLite-only setting. Both are read under [sources.ocean_tracking] the dlt way.
 LIMITER_URL_KEY = "limiter_url"
-LIMITER_URL_ENV = f"{ENV_PREFIX}LIMITER_URL"
+LIMITER_URL_ENV = setting(f"{ENV_PREFIX}LIMITER_URL", "where the rate limiter's log lives: `sqlite:///...` (one "
+                          "host) or `postgresql://...` (every host spending the key; a secret)",
+                          default="a SQLite file in the temp dir")  # fmt: skip
 LIMITER_PATH_KEY = "limiter_path"
-LIMITER_PATH_ENV = f"{ENV_PREFIX}LIMITER_PATH"
+LIMITER_PATH_ENV = setting(f"{ENV_PREFIX}LIMITER_PATH", f"the older spelling of `{LIMITER_URL_KEY}`: the "
+                           "limiter's SQLite file", default="a SQLite file in the temp dir")  # fmt: skip
 
 
 def limiter_path() -> Path:
@@ -289,17 +343,24 @@ def limiter_url() -> str:
 # Both sensors start RUNNING only when a webhook URL or an SMTP host is set when the code location loads.
 # The values are read when an alert is sent; the webhook URL (it may carry a token) and the SMTP password
 # are secrets: never logged, never in an event, redacted from error messages.
-ALERT_WEBHOOK_URL_ENV = "OCEAN_TRACKING_ALERT_WEBHOOK_URL"  # JSON is POSTed here
-ALERT_UI_URL_ENV = "OCEAN_TRACKING_ALERT_UI_URL"  # the Dagster UI's base URL, for a link to the run
-ALERT_TIMEOUT_ENV = "OCEAN_TRACKING_ALERT_TIMEOUT_SECONDS"  # per attempt, webhook and SMTP alike
-ALERT_SMTP_HOST_ENV = "OCEAN_TRACKING_ALERT_SMTP_HOST"
-ALERT_SMTP_PORT_ENV = "OCEAN_TRACKING_ALERT_SMTP_PORT"  # default: 465 for ssl, 587 for starttls, 25 for none
-ALERT_SMTP_SECURITY_ENV = "OCEAN_TRACKING_ALERT_SMTP_SECURITY"  # starttls (default), ssl or none
-ALERT_SMTP_USER_ENV = "OCEAN_TRACKING_ALERT_SMTP_USER"  # log in only when set
-ALERT_SMTP_PASSWORD_ENV = "OCEAN_TRACKING_ALERT_SMTP_PASSWORD"
-ALERT_EMAIL_FROM_ENV = "OCEAN_TRACKING_ALERT_EMAIL_FROM"  # default: the SMTP user, else a localhost one
-ALERT_EMAIL_TO_ENV = "OCEAN_TRACKING_ALERT_EMAIL_TO"  # comma-separated recipients
 DEFAULT_ALERT_TIMEOUT_SECONDS = 5.0  # three attempts on two channels stay within a sensor tick (60 s)
+ALERT_WEBHOOK_URL_ENV = setting("OCEAN_TRACKING_ALERT_WEBHOOK_URL", "failed runs and checks are POSTed here as "
+                                "JSON (a secret: it may carry a token)", default="unset: no webhook")  # fmt: skip
+ALERT_UI_URL_ENV = setting("OCEAN_TRACKING_ALERT_UI_URL", "the Dagster UI's base URL, for a link to the run in "
+                           "each alert")  # fmt: skip
+ALERT_TIMEOUT_ENV = setting("OCEAN_TRACKING_ALERT_TIMEOUT_SECONDS", "per attempt, webhook and SMTP alike, "
+                            "seconds", default=f"{DEFAULT_ALERT_TIMEOUT_SECONDS:g}")  # fmt: skip
+ALERT_SMTP_HOST_ENV = setting("OCEAN_TRACKING_ALERT_SMTP_HOST", "alerts by e-mail through this SMTP server",
+                              default="unset: no e-mail")  # fmt: skip
+ALERT_SMTP_PORT_ENV = setting("OCEAN_TRACKING_ALERT_SMTP_PORT", "the SMTP server's port",
+                              default="465 for `ssl`, 587 for `starttls`, 25 for `none`")  # fmt: skip
+ALERT_SMTP_SECURITY_ENV = setting("OCEAN_TRACKING_ALERT_SMTP_SECURITY", "`starttls`, `ssl` or `none`",
+                                  default="`starttls`")  # fmt: skip
+ALERT_SMTP_USER_ENV = setting("OCEAN_TRACKING_ALERT_SMTP_USER", "the SMTP login (logs in only when set)")
+ALERT_SMTP_PASSWORD_ENV = setting("OCEAN_TRACKING_ALERT_SMTP_PASSWORD", "the SMTP password (a secret)")
+ALERT_EMAIL_FROM_ENV = setting("OCEAN_TRACKING_ALERT_EMAIL_FROM", "the alerts' sender",
+                               default="the SMTP user, else a localhost address")  # fmt: skip
+ALERT_EMAIL_TO_ENV = setting("OCEAN_TRACKING_ALERT_EMAIL_TO", "the alerts' recipients, comma-separated")
 ALERT_ATTEMPTS = 3  # per message and channel; a channel that failed them all rests a minute (assets.alerts)
 
 # ---- webhooks (pipelines/webhooks): the receiver of the service's notifications ---------------------------

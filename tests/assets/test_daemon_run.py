@@ -1,15 +1,20 @@
 """A run launched the way a schedule launches it: a real `dagster-daemon run` dequeues it, the instance's
-run launcher starts a run worker process, and the job's executor runs every step in that one process."""
+run launcher starts a run worker process, and the job's executor runs every step in that one process.
+
+The run is launched by README.md's Dagster block, run as written at the project root: it starts the daily
+schedule in the daemon's code location and launches `full_sync` through the daemon's queue."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import tomllib
 
 import dagster as dg
 import pytest
 
-from bench.daemon_run import DaemonDeployment
+from bench.daemon_run import REPO_ROOT, DaemonDeployment
 from pipelines.settings import (
     ANALYTICS_SCHEMA,
     API_KEY_ENV,
@@ -22,13 +27,25 @@ from pipelines.settings import (
 )
 from tests.assets.conftest import TEST_RATE_WINDOW, warehouse_resource
 from tests.conftest import FULL_KEY
+from tests.readme import block_with
 
 pytestmark = pytest.mark.slow
+# The README's line that points DAGSTER_HOME at the project's instance: here the instance is a temporary
+# DAGSTER_HOME made from the same dagster.yaml (DaemonDeployment), so that line is the one not run.
+INSTANCE_LINE = "export DAGSTER_HOME=$PWD"
+
+
+def readme_dagster_block() -> list[str]:
+    """README.md's Dagster block: every line but the one choosing the instance."""
+    block = block_with(".venv/bin/dagster job launch")
+    assert INSTANCE_LINE in block, "the README's Dagster block changed: update INSTANCE_LINE"
+    return [line for line in block if line != INSTANCE_LINE]
 
 
 @pytest.fixture(scope="module")
 def daemon_run(sandbox, tmp_path_factory):
-    """`full_sync` launched through a daemon-served instance made from the project's dagster.yaml."""
+    """`full_sync` launched by the README's Dagster block on a daemon-served instance made from the
+    project's dagster.yaml."""
     workdir = tmp_path_factory.mktemp("daemon")
     env = {
         **os.environ,
@@ -39,10 +56,26 @@ def daemon_run(sandbox, tmp_path_factory):
         DATA_DIR_ENV: str(workdir / "data"),
     }
     with DaemonDeployment(workdir / "home", env) as deployment:
-        record = deployment.wait(deployment.launch("full_sync"), timeout=480)
+        before = deployment.run_ids("full_sync")
+        for line in readme_dagster_block():
+            done = subprocess.run(["bash", "-c", line], cwd=REPO_ROOT, env=deployment.env, capture_output=True, text=True)
+            assert done.returncode == 0, f"{line}\n{done.stderr[-2000:]}"
+        (run_id,) = deployment.run_ids("full_sync") - before
+        record = deployment.wait(run_id, timeout=480)
         with deployment.instance() as instance:
             events = instance.all_logs(record.dagster_run.run_id)
             yield record, events, deployment, workdir / "data"
+
+
+def test_the_readme_starts_the_daily_schedule_where_the_daemon_runs_it(daemon_run):
+    record, _, deployment, _ = daemon_run
+    # the code location a daemon started at the project root serves (a command given `-m` names another)
+    served = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["dagster"]["code_location_name"]
+    assert record.dagster_run.remote_job_origin.location_name == served
+    with deployment.instance() as instance:
+        running = {(state.name, state.origin.repository_origin.code_location_origin.location_name)
+                   for state in instance.all_instigator_state() if state.is_running}  # fmt: skip
+    assert ("full_sync_daily", served) in running, running
 
 
 def test_the_daemon_launches_full_sync_and_it_succeeds(daemon_run):
