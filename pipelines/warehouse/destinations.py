@@ -23,7 +23,7 @@ from dlt.common.pipeline import get_dlt_pipelines_dir
 from pipelines import settings
 from pipelines.errors import ConfigurationError
 from pipelines.settings import DATASET_NAME, LAKE_NAME, lake_url
-from pipelines.warehouse.extensions import OFFLINE_CONFIG
+from pipelines.warehouse.extensions import OFFLINE_CONFIG, ensure_bundled_extensions
 from pipelines.warehouse.postgres_catalog import as_url
 from pipelines.warehouse.store import WarehouseStore, duckdb_store, ducklake_store
 
@@ -48,6 +48,8 @@ def ducklake_target(store: WarehouseStore | None = None, dataset_name: str = DAT
     from dlt.destinations.impl.ducklake.configuration import DuckLakeCredentials
 
     store = store or ducklake_store()
+    # dlt's connections autoload the lake's extensions but never install them: a new host's home has none
+    ensure_bundled_extensions()
     catalog = store.catalog
     store.create_folders()
     if store.catalog_file:
