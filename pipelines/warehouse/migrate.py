@@ -5,7 +5,9 @@ Every table of every dlt dataset in the file comes along with dlt's own `_dlt_pi
 the same), so the ids fetched once, the map schedule, the incremental cursors and the SCD2 history of
 ETAs carry on instead of being fetched or started again. The `writeback` schema (published outcomes), the
 `analytics` models and every other schema and view come too; dlt's staging schemas do not (dlt recreates
-them). The copy is one lake transaction inside the writer lock: all of it, or nothing.
+them). The copy is one lake transaction inside the writer lock: all of it, or nothing. A view that names
+the file's own catalog (dbt-duckdb writes `"warehouse"."analytics"."container_status"` into a model's view)
+names the lake instead, as dbt writes it there.
 
 DuckLake stores what Parquet can hold. Types dlt creates in DuckDB all survive; a column of a type the
 lake refuses becomes the nearest type it keeps, and the report names each one: INTERVAL (Parquet has no
@@ -22,7 +24,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.errors import ConfigurationError, InputError, PipelineError
-from pipelines.settings import writeback_journal_path
+from pipelines.settings import LAKE_NAME, writeback_journal_path
 from pipelines.warehouse.backup import copy_sqlite
 from pipelines.warehouse.locks import locked_error
 from pipelines.warehouse.store import WarehouseStore
@@ -164,16 +166,39 @@ def _copy_into_lake(
         except Exception:
             con.rollback()
             raise
-        _recreate_views(con, report)
+        _recreate_views(con, source_catalog(con), report)
         _check_counts(con, tables, report)
     finally:
         con.execute(f"detach {SOURCE_ALIAS}")
     return tables
 
 
-def _recreate_views(con: duckdb.DuckDBPyConnection, report: MigrationReport) -> None:
-    """Every view of the file but the geometry view, from its SQL, in the order they were made; one that
-    no longer binds is reported, not fatal (the tables are already in)."""
+def source_catalog(con: duckdb.DuckDBPyConnection) -> str:
+    """The name the file's own connections knew it by (DuckDB names a file's catalog after its stem), which
+    a view's fully qualified names carry."""
+    (path,) = con.execute("select path from duckdb_databases() where database_name = ?", [SOURCE_ALIAS]).fetchone()
+    return Path(path).stem
+
+
+def in_the_lake(view_sql: str, catalog: str) -> str:
+    """`view_sql` with every name qualified by the file's `catalog` (`catalog.schema.table`) qualified by the
+    lake's instead; quoted or not, never inside a string. DuckDB's own tokenizer finds the names."""
+    tokens = duckdb.tokenize(view_sql)
+    ends = [start for start, _ in tokens[1:]] + [len(view_sql)]
+    texts = [view_sql[start:end].strip() for (start, _), end in zip(tokens, ends, strict=True)]
+    pieces, position = [], 0
+    for index, ((start, kind), text) in enumerate(zip(tokens, texts, strict=True)):
+        first_of_three = (index == 0 or texts[index - 1] != ".") and texts[index + 1 : index + 4 : 2] == [".", "."]
+        if kind == duckdb.token_type.identifier and text.strip('"') == catalog and first_of_three:
+            pieces += [view_sql[position:start], LAKE_NAME]
+            position = start + len(text)
+    return "".join(pieces) + view_sql[position:]
+
+
+def _recreate_views(con: duckdb.DuckDBPyConnection, catalog: str, report: MigrationReport) -> None:
+    """Every view of the file but the geometry view, from its SQL (names of the file's `catalog` made the
+    lake's), in the order they were made; one that no longer binds is reported, not fatal (the tables are
+    already in)."""
     views = con.execute(
         "select schema_name, view_name, sql from duckdb_views() where database_name = ? and not internal "
         "order by view_oid",
@@ -185,7 +210,7 @@ def _recreate_views(con: duckdb.DuckDBPyConnection, report: MigrationReport) -> 
         try:
             con.execute(f"create schema if not exists {_quoted(schema)}")
             con.execute(f"set schema = '{schema}'")  # an unqualified name in the view means its own schema
-            con.execute(sql)
+            con.execute(in_the_lake(sql, catalog))
             report.views.append(f"{schema}.{view}")
         except duckdb.Error as error:
             report.warnings.append(f"view {schema}.{view} not recreated: {str(error).splitlines()[0]}")
