@@ -292,10 +292,23 @@ def _expected_local_lfds(warehouse: BuiltWarehouse) -> dict[str, tuple[date | No
     return expected
 
 
+def _expected_free_time_running(warehouse: BuiltWarehouse) -> dict[str, bool]:
+    """Whether each container's free time still runs, recomputed from the raw rows: not once it was picked up
+    (at the POD terminal, or at its inland destination), returned empty, or its status says either."""
+    done_statuses = {"picked_up", "delivered", "dropped", "empty_returned"}
+    done_at = ("pod_full_out_at", "final_destination_full_out_at", "empty_terminated_at")
+    return {
+        row["id"]: row["current_status"] not in done_statuses and all(row.get(name) is None for name in done_at)
+        for row in warehouse.dicts("select * from ocean_tracking.containers")
+    }
+
+
 def _assert_local_lfds_and_days_left(warehouse: BuiltWarehouse) -> dict[str, dict]:
     """container_status's local LFDs and container_free_time's days left are the recomputed ones, the days
-    counted from the date it was, at each terminal, when the view was queried. Returns the view's rows."""
+    counted from the date it was, at each terminal, when the view was queried, for the containers whose
+    free time still runs. Returns the view's rows."""
     expected = _expected_local_lfds(warehouse)
+    running = _expected_free_time_running(warehouse)
     status = {
         row[0]: row[1:]
         for row in warehouse.query(
@@ -312,7 +325,8 @@ def _assert_local_lfds_and_days_left(warehouse: BuiltWarehouse) -> dict[str, dic
         assert row["last_free_day_time_zone_source"] == source
         today = row["queried_at"].astimezone(ZoneInfo(zone)).date() if zone is not None else None
         assert row["local_today"] == today, row
-        days = (local - today).days if local is not None and today is not None else None
+        assert row["free_time_running"] is running[row["container_id"]], row
+        days = (local - today).days if local is not None and today is not None and row["free_time_running"] else None
         assert row["days_until_last_free_day"] == days, row
     return {row["container_id"]: row for row in rows}
 
@@ -323,8 +337,22 @@ def test_last_free_day_is_the_terminals_local_date_and_the_days_left_are_counted
     assert with_lfd and {row["last_free_day_time_zone_source"] for row in rows.values()} == {"container"}
     # the sandbox's LFDs end a local day (23:59:59 there): in the Americas that is already the next UTC date
     assert any(row["last_free_day_local"] != row["last_free_day"].astimezone(UTC).date() for row in with_lfd)
-    days = {row["days_until_last_free_day"] for row in with_lfd}
-    assert None not in days
+    days = {row["days_until_last_free_day"] for row in with_lfd if row["free_time_running"]}
+    assert days and None not in days
+
+
+def test_ordered_by_days_left_containers_picked_up_or_returned_come_last(built: BuiltWarehouse):
+    """What an analyst asks first: whose free time runs out soonest. Containers long picked up or returned
+    empty (their LFD weeks past) have no days left to count, so they do not head the list."""
+    rows = built.dicts(
+        "select container_id, current_status, free_time_running, days_until_last_free_day"
+        " from analytics.container_free_time where last_free_day is not null"
+        " order by days_until_last_free_day, container_id"
+    )
+    done = [row for row in rows if not row["free_time_running"]]
+    assert any(row["current_status"] == "empty_returned" for row in done), "the world has returned empties"
+    assert all(row["days_until_last_free_day"] is None for row in done)
+    assert all(row["free_time_running"] for row in rows[: len(rows) - len(done)]), "the running ones first"
 
 
 def test_without_a_zone_from_the_api_the_reference_zone_is_used(built: BuiltWarehouse, tmp_path):
@@ -338,7 +366,8 @@ def test_without_a_zone_from_the_api_the_reference_zone_is_used(built: BuiltWare
         "select c.id, c.shipment_id, t.id from ocean_tracking.containers c"
         " join ocean_tracking.shipments s on s.id = c.shipment_id"
         " join ocean_tracking.terminals t on t.id = coalesce(c.pod_terminal_id, s.pod_terminal_id)"
-        " where c.pickup_lfd is not null and t.firms_code is not null order by c.id"
+        " join analytics.container_free_time f on f.container_id = c.id"
+        " where c.pickup_lfd is not null and t.firms_code is not null and f.free_time_running order by c.id"
     )
     picked: list[tuple[str, str, str]] = []
     for container_id, shipment_id, terminal_id in candidates:
