@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.errors import ConfigurationError, InputError, PipelineError
-from pipelines.settings import LAKE_NAME, writeback_journal_path
+from pipelines.settings import INTERNAL_STAGING_LAYOUT, LAKE_NAME, writeback_journal_path
 from pipelines.warehouse.backup import copy_sqlite
 from pipelines.warehouse.locks import locked_error
 from pipelines.warehouse.store import WarehouseStore
@@ -32,7 +32,8 @@ from pipelines.warehouse.tables import create_geometry_view
 
 SOURCE_ALIAS = "migrating_from"
 DLT_VERSION_TABLE = "_dlt_version"
-STAGING_SUFFIX = "_staging"  # dlt's staging dataset beside each dataset: transient, recreated by dlt
+# dlt's staging dataset beside each dataset, transient and recreated by dlt: its name now, and dlt's default
+STAGING_LAYOUTS = (INTERNAL_STAGING_LAYOUT, "%s_staging")
 GEOMETRY_VIEW = "map_features_geo"  # recreated by `create_geometry_view`, not copied
 # Types a DuckLake table cannot hold (whole, or nested in a STRUCT, LIST or MAP), and what they become.
 _UNSUPPORTED = (
@@ -76,11 +77,8 @@ def _schemas_to_move(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
     ).fetchall():
         tables.setdefault(schema, []).append(table)
     datasets = {schema for schema, names in tables.items() if DLT_VERSION_TABLE in names}
-    return {
-        schema: names
-        for schema, names in tables.items()
-        if not (schema.endswith(STAGING_SUFFIX) and schema.removesuffix(STAGING_SUFFIX) in datasets)
-    }
+    staging = {layout % dataset for dataset in datasets for layout in STAGING_LAYOUTS}
+    return {schema: names for schema, names in tables.items() if schema not in staging}
 
 
 def _copy_table(con: duckdb.DuckDBPyConnection, schema: str, table: str, report: MigrationReport) -> None:

@@ -111,6 +111,8 @@ def odd_warehouse(tmp_path) -> Path:
             insert into ocean_tracking.things select 't' || range, range from range(1000);
             create schema ocean_tracking_staging;
             create table ocean_tracking_staging.things (id varchar, n bigint);
+            create schema _ocean_tracking_staging;
+            create table _ocean_tracking_staging.things (id varchar, n bigint);
             create schema analytics;
             create type mood as enum ('up', 'down');
             create table analytics.odd as select
@@ -165,7 +167,7 @@ def test_types_the_lake_cannot_hold_views_and_the_journal_come_along(odd_warehou
         assert con.execute("select * from analytics.up_count").fetchone() == (500, "warehouse.analytics.odd")
         schemas = {row[0] for row in con.execute("select schema_name from duckdb_schemas() "
                                                  "where database_name = current_database()").fetchall()}  # fmt: skip
-        assert "ocean_tracking_staging" not in schemas
+        assert not {"ocean_tracking_staging", "_ocean_tracking_staging"} & schemas, "dlt's staging stays behind"
     copied = WritebackStore(journal)
     try:
         assert copied.rows("select count(*) from audit_log") == [(1,)]

@@ -238,7 +238,7 @@ def test_holds_block_pickup_and_pending_holds_do_not(built: BuiltWarehouse, tmp_
         row["container_dlt_id"]: row
         for row in rebuilt.dicts(
             "select c.container_dlt_id, s.* from analytics.container_status s"
-            " join analytics.stg_containers c using (container_id)"
+            " join _analytics_staging.stg_containers c using (container_id)"
         )
     }
     assert rows[held]["ready_for_pickup"] is False
@@ -412,7 +412,7 @@ def test_without_a_zone_from_the_api_the_reference_zone_is_used(built: BuiltWare
         assert row["days_until_last_free_day"] is not None
 
 
-# ---- shipment_eta_history ----------------------------------------------------------------------------
+# ---- shipment_eta_changes ----------------------------------------------------------------------------
 
 
 def _hours(delta: timedelta) -> float:
@@ -429,7 +429,7 @@ def test_eta_history_records_each_pod_eta_change(make_sandbox, tmp_path):
         selection=[
             "analytics/stg_shipments",
             "analytics/stg_shipment_eta_versions",
-            "analytics/shipment_eta_history",
+            "analytics/shipment_eta_changes",
         ],
     )
     assert result.success
@@ -451,7 +451,7 @@ def test_eta_history_records_each_pod_eta_change(make_sandbox, tmp_path):
     changed = {sid: versions for sid, versions in expected.items() if len(versions) >= 2}
     assert changed, "advancing the clock 5 days changed no POD ETA"
 
-    actual = warehouse.dicts("select * from analytics.shipment_eta_history order by shipment_id, eta_version")
+    actual = warehouse.dicts("select * from analytics.shipment_eta_changes order by shipment_id, eta_version")
     assert len(actual) == sum(len(versions) for versions in expected.values())
     by_shipment: dict[str, list[dict]] = {}
     for row in actual:
@@ -564,13 +564,13 @@ def test_deep_links_use_the_configured_app_url(built: BuiltWarehouse):
 def _stub_warehouse(path: Path, shipment_number: str) -> None:
     """A DuckDB file holding only the two staging tables deep_links reads."""
     with duckdb.connect(str(path)) as con:
-        con.execute("create schema analytics")
+        con.execute("create schema _analytics_staging")
         con.execute(
-            "create table analytics.stg_shipments as select 's1' as shipment_id, ? as bill_of_lading_number",
+            "create table _analytics_staging.stg_shipments as select 's1' as shipment_id, ? as bill_of_lading_number",
             [shipment_number],
         )
         con.execute(
-            "create table analytics.stg_containers as"
+            "create table _analytics_staging.stg_containers as"
             " select 'c1' as container_id, 's1' as shipment_id, 'MSCU 123456-7' as container_number"
         )
 
@@ -615,7 +615,7 @@ def test_a_failing_model_is_one_line_naming_it(tmp_path):
     store = duckdb_store(tmp_path / "warehouse.duckdb")
     _stub_warehouse(store.duckdb_file, "AB1")
     with duckdb.connect(str(store.duckdb_file)) as con:
-        con.execute("drop table analytics.stg_containers")
+        con.execute("drop table _analytics_staging.stg_containers")
     with pytest.raises(ModelBuildError) as raised:
         build_models(store, app_url=APP_URL, select=["deep_links"])
     message = str(raised.value)
@@ -645,6 +645,61 @@ def test_deep_links_resolve_in_the_sandbox_web_app(built: BuiltWarehouse, sandbo
         assert response.headers["location"] == expected
 
 
+# ---- the schemas analysts see ------------------------------------------------------------------------
+
+
+def _tables_by_schema(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
+    tables: dict[str, set[str]] = {}
+    for schema, table in con.execute("select table_schema, table_name from information_schema.tables"
+                                     " where table_catalog = current_database()").fetchall():  # fmt: skip
+        tables.setdefault(schema, set()).add(table)
+    return tables
+
+
+def test_analytics_holds_the_marts_and_implementation_is_apart(built: BuiltWarehouse):
+    """`analytics` is what analysts query: the marts, nothing else. The staging models and dlt's merge staging
+    are in schemas named as internal; no mart has the name of a raw table."""
+    with built.store.connect(read_only=True) as con:
+        tables = _tables_by_schema(con)
+    marts = {model.name for model in project_models() if model.layer == "marts"}
+    assert tables["analytics"] == marts
+    assert tables["_analytics_staging"] == {model.name for model in project_models() if model.layer == "staging"}
+    assert "shipments" in tables["_ocean_tracking_staging"], "dlt merged through its staging, named as internal"
+    assert "ocean_tracking_staging" not in tables
+    assert not marts & tables["ocean_tracking"], "a mart named like a raw table"
+
+
+def test_a_model_run_drops_what_the_earlier_layout_left(tmp_path):
+    """A lake built before: the staging models beside the marts, the ETA mart under the raw table's name, dlt's
+    staging under its default name. The next model run (any selection) drops them, and never a dataset that
+    only has such a name (an account `emea_staging` loads into `ocean_tracking_emea_staging`)."""
+    store = lake_in(tmp_path)
+    with store.writing(), store.connect() as con:
+        con.execute("""
+            create schema ocean_tracking;
+            create table ocean_tracking.terminals as select 't1' as id, 'Pier 400' as name;
+            create schema analytics;
+            create table analytics.stg_terminals as select 1 as old;
+            create table analytics.shipment_eta_history as select 1 as old;
+            create table analytics.container_status as select 1 as kept;
+            create schema ocean_tracking_staging;
+            create table ocean_tracking_staging.shipments as select 1 as old;
+            create schema ocean_tracking_emea_staging;
+            create table ocean_tracking_emea_staging._dlt_loads as select 'l1' as load_id;
+        """)  # fmt: skip
+
+    build_models(store, app_url=APP_URL, select=["stg_terminals"])
+    build_models(store, app_url=APP_URL, select=["stg_terminals"], raw_schema="ocean_tracking_emea",
+                 analytics_schema="analytics_emea")  # fmt: skip
+
+    with store.connect(read_only=True) as con:
+        tables = _tables_by_schema(con)
+    assert tables["analytics"] == {"container_status"}
+    assert tables["_analytics_staging"] == {"stg_terminals"}
+    assert "ocean_tracking_staging" not in tables
+    assert tables["ocean_tracking_emea_staging"] == {"_dlt_loads"}, "a dataset is never dropped"
+
+
 # ---- a raw table or column dlt has not created yet ------------------------------------------------------
 
 
@@ -654,14 +709,18 @@ def test_missing_raw_table_and_columns_read_as_typed_nulls_and_leave_nothing_beh
         con.execute("create schema ocean_tracking")
         # dlt created `terminals` with two of the columns stg_terminals reads: the rest read as null
         con.execute("create table ocean_tracking.terminals as select 't1' as id, 'Pier 400' as name")
-    rows = build_models(store, app_url=APP_URL, select=["stg_container_holds", "stg_terminals"])
-    assert rows == {"stg_container_holds": 0, "stg_terminals": 1}
+    assert build_models(store, app_url=APP_URL, select=["stg_container_holds", "stg_terminals"]) == {}  # no mart
     with store.connect(read_only=True) as con:
+        rows = dict(con.execute("select 'stg_container_holds', count(*) from _analytics_staging.stg_container_holds"
+                                " union all select 'stg_terminals', count(*) from _analytics_staging.stg_terminals"
+                                ).fetchall())  # fmt: skip
+        assert rows == {"stg_container_holds": 0, "stg_terminals": 1}
         raw = con.execute(
             "select table_name from information_schema.tables where table_schema = 'ocean_tracking'"
         ).fetchall()
         assert raw == [("terminals",)]  # no stand-in for the missing child table
-        terminal = con.execute("select terminal_id, terminal_name, firms_code, port_id from analytics.stg_terminals").fetchall()
+        terminal = con.execute(
+            "select terminal_id, terminal_name, firms_code, port_id from _analytics_staging.stg_terminals").fetchall()
         types = dict(con.execute("select column_name, data_type from information_schema.columns"
                                  " where table_name = 'stg_container_holds'").fetchall())  # fmt: skip
     assert terminal == [("t1", "Pier 400", None, None)]
