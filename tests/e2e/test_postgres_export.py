@@ -111,6 +111,8 @@ def test_postgres_holds_the_same_raw_tables_as_the_lake_with_postgis_geometries(
         assert set(in_postgres_models) == {model.name for model in project_models() if model.layer == layer}
         assert all(rows > 0 for rows in in_postgres_models.values()), in_postgres_models
         assert in_postgres_models == table_row_counts(lake, schema, views=True)
+    schemas = {name for (name,) in postgres_database.query("select schema_name from information_schema.schemata")}
+    assert f"_{DATASET_NAME}_staging" in schemas and f"{DATASET_NAME}_staging" not in schemas, "dlt's staging, internal"
 
     # the LFDs' local dates: PostgreSQL's time zone conversion gives DuckDB's dates
     lfds = "select container_id, last_free_day_local, last_free_day_time_zone from analytics.container_status"
