@@ -174,7 +174,9 @@ def _copy_into_lake(
 def source_catalog(con: duckdb.DuckDBPyConnection) -> str:
     """The name the file's own connections knew it by (DuckDB names a file's catalog after its stem), which
     a view's fully qualified names carry."""
-    (path,) = con.execute("select path from duckdb_databases() where database_name = ?", [SOURCE_ALIAS]).fetchone()
+    (path,) = con.execute(
+        "select path from duckdb_databases() where database_name = ?", [SOURCE_ALIAS]
+    ).fetchone()
     return Path(path).stem
 
 
@@ -186,8 +188,9 @@ def in_the_lake(view_sql: str, catalog: str) -> str:
     texts = [view_sql[start:end].strip() for (start, _), end in zip(tokens, ends, strict=True)]
     pieces, position = [], 0
     for index, ((start, kind), text) in enumerate(zip(tokens, texts, strict=True)):
-        first_of_three = (index == 0 or texts[index - 1] != ".") and texts[index + 1 : index + 4 : 2] == [".", "."]
-        if kind == duckdb.token_type.identifier and text.strip('"') == catalog and first_of_three:
+        after = texts[index + 1 : index + 4]  # `.schema.` when this is the catalog of `catalog.schema.table`
+        names_the_catalog = (index == 0 or texts[index - 1] != ".") and after[0::2] == [".", "."]
+        if kind == duckdb.token_type.identifier and text.strip('"') == catalog and names_the_catalog:
             pieces += [view_sql[position:start], LAKE_NAME]
             position = start + len(text)
     return "".join(pieces) + view_sql[position:]

@@ -144,7 +144,9 @@ def test_types_the_lake_cannot_hold_views_and_the_journal_come_along(odd_warehou
         "ocean_tracking._dlt_version": 1,
         "ocean_tracking.things": 1000,
     }
-    assert sorted(report.views) == ["analytics.late", "analytics.thing_count", "analytics.up_count"], report.warnings
+    assert sorted(report.views) == ["analytics.late", "analytics.thing_count", "analytics.up_count"], (
+        report.warnings
+    )
     assert report.warnings[0].startswith("view analytics.later not recreated: Binder Error: Cannot compare")
     assert report.warnings[1].endswith(f"was copied to {journal}")
     assert len(report.retyped) == 4, report.retyped
@@ -167,7 +169,9 @@ def test_types_the_lake_cannot_hold_views_and_the_journal_come_along(odd_warehou
         assert con.execute("select * from analytics.up_count").fetchone() == (500, "warehouse.analytics.odd")
         schemas = {row[0] for row in con.execute("select schema_name from duckdb_schemas() "
                                                  "where database_name = current_database()").fetchall()}  # fmt: skip
-        assert not {"ocean_tracking_staging", "_ocean_tracking_staging"} & schemas, "dlt's staging stays behind"
+        assert not {"ocean_tracking_staging", "_ocean_tracking_staging"} & schemas, (
+            "dlt's staging stays behind"
+        )
     copied = WritebackStore(journal)
     try:
         assert copied.rows("select count(*) from audit_log") == [(1,)]

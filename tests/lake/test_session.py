@@ -96,7 +96,13 @@ def test_a_session_opens_in_the_marts_of_its_account(tmp_path):
             create schema analytics_emea; create table analytics_emea.container_free_time as select 1 as id;
         """)  # fmt: skip
     env = cli_env("http://127.0.0.1:9/v2", tmp_path)
-    query = ["session", "--mode", "csv", "--sql", "show tables; select count(*) as n from ocean_tracking.containers"]
+    query = [
+        "session",
+        "--mode",
+        "csv",
+        "--sql",
+        "show tables; select count(*) as n from ocean_tracking.containers",
+    ]
 
     single = _lake(*query, env=env)
     assert single.returncode == 0, single.stderr
