@@ -27,6 +27,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipelines.errors import ConfigurationError
 from pipelines.warehouse.locks import exclusive_file_lock
 
 # What every connection we or dlt open is configured with: never fetch an extension from the network.
@@ -84,6 +85,13 @@ def install_bundled_extensions(con: duckdb.DuckDBPyConnection) -> None:
     with _installing:
         if directory in _installed_in:
             return
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ConfigurationError(
+                f"DuckDB keeps its extensions in {directory}, which cannot be created ({error.strerror}): "
+                "run with HOME set to a folder this user can write."
+            ) from None
         lock = directory / INSTALL_LOCK_NAME
         with exclusive_file_lock(lock, f"the DuckDB extension install lock {lock}"):
             rows = con.execute("select extension_name from duckdb_extensions() where installed").fetchall()

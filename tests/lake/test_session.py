@@ -112,6 +112,18 @@ def test_a_session_opens_in_the_marts_of_its_account(tmp_path):
     assert emea.stdout.split() == ["name", "container_free_time", "n", "1"]
 
 
+def test_a_home_duckdb_cannot_write_is_one_line_saying_so(tmp_path):
+    """DuckDB keeps extensions under $HOME; a home that is no folder (or not this user's) stops a sync before
+    any request, in one line."""
+    (tmp_path / "home").write_text("a file, not a folder")
+    env = cli_env("http://127.0.0.1:9/v2", tmp_path, HOME=str(tmp_path / "home"))
+    run = subprocess.run([sys.executable, "-m", "pipelines", "sync", "--no-progress"], env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 2
+    (line,) = run.stderr.strip().splitlines()
+    assert f"{tmp_path / 'home'}/.duckdb/extensions, which cannot be created" in line and "HOME" in line
+
+
 def test_no_lake_yet_is_one_line_saying_to_sync(tmp_path):
     env = cli_env("http://127.0.0.1:9/v2", tmp_path)
     run = _lake("session", "--sql", "select 1", env=env)
