@@ -43,6 +43,7 @@ from pipelines.warehouse.models import (
     dbt_target,
     dbt_vars,
     invoke_dbt,
+    model_relation,
     outcome_error,
     preview_markdown,
 )
@@ -119,7 +120,8 @@ def _with_table_metadata(
     context: dg.AssetExecutionContext, events: list[Any], warehouse: Warehouse
 ) -> Iterator[Any]:
     """The build's events, each model's output with its row count, columns and a preview (read after the
-    build: a DuckDB file admits no reader while dbt writes it) from the warehouse's models schema."""
+    build: a DuckDB file admits no reader while dbt writes it) from the warehouse's models schema (its
+    staging schema for a staging model)."""
 
     def key_of(event: Any) -> dg.AssetKey | None:
         if isinstance(event, dg.Output):
@@ -131,7 +133,7 @@ def _with_table_metadata(
     if keys:
         with warehouse.connect(read_only=True) as con:
             for key in keys:
-                table = f'{warehouse.analytics_schema}."{key.path[-1]}"'
+                table = model_relation(key.path[-1], warehouse.analytics_schema)
                 columns = con.execute(f"describe {table}").fetchall()
                 rows = con.execute(f"select count(*) from {table}").fetchone()[0]
                 tables[key] = {

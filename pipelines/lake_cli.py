@@ -1,7 +1,8 @@
 """The `lake` commands of `python -m pipelines`: the analysts' session, backup and restore, and moving a
 plain DuckDB warehouse into the lake.
 
-    lake session [--sql QUERY] [--mode csv] [--print-sql]   DuckDB's shell on the lake, read-only
+    lake session [--account A] [--sql QUERY] [--mode csv] [--print-sql]
+                                                            DuckDB's shell on the lake, read-only, in the marts
     lake backup DEST                                        catalog, files and write-back journal into DEST/
     lake restore SRC [--data-dir DIR]                       a backup into an empty data dir
     lake migrate [--from data/warehouse.duckdb]             a DuckDB warehouse into the lake, state kept
@@ -20,7 +21,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from pipelines.api.accounts import account_named, configured_accounts
 from pipelines.settings import (
+    ACCOUNTS_ENV,
+    ANALYTICS_SCHEMA,
     LAKE_RETENTION_ENV,
     WRITEBACK_JOURNAL_FILE_NAME,
     duckdb_path,
@@ -46,6 +50,9 @@ def register(commands: argparse._SubParsersAction) -> argparse._SubParsersAction
     session.add_argument("--sql", help="run this one query, print the result and exit")
     session.add_argument("--mode", choices=OUTPUT_MODES, help="output mode of the result (default: box)")
     session.add_argument("--print-sql", action="store_true", help="print the statements for your own DuckDB")
+    session.add_argument(
+        "--account", help=f"open in this account's models schema (of those named in {ACCOUNTS_ENV}); without "
+        f"accounts configured, {ANALYTICS_SCHEMA}")  # fmt: skip
     session.set_defaults(handler=run_lake_session)
 
     backup = sub.add_parser("backup", help="catalog, data files and write-back journal into a new folder")
@@ -77,13 +84,22 @@ def register(commands: argparse._SubParsersAction) -> argparse._SubParsersAction
     return sub
 
 
+def session_schema(account_name: str | None) -> str | None:
+    """The schema a session opens in: the marts of the account named (or of the one account when no accounts
+    are configured); none when several are configured and none is named (every schema is a `schema.table` away)."""
+    if account_name is None and len(configured_accounts()) > 1:
+        return None
+    return account_named(account_name).analytics_schema
+
+
 def run_lake_session(args: argparse.Namespace) -> int:
-    """Open the session (or run `--sql`), or print the statements for another DuckDB."""
+    """Open the session (or run `--sql`) in the marts' schema, or print the statements for another DuckDB."""
     store = ducklake_store()
+    schema = session_schema(args.account)
     if args.print_sql:
-        print(print_sql(store))
+        print(print_sql(store, schema))
         return 0
-    return run_session(store, sql=args.sql, mode=args.mode)
+    return run_session(store, sql=args.sql, mode=args.mode, default_schema=schema)
 
 
 def run_lake_backup(args: argparse.Namespace) -> int:

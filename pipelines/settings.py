@@ -70,6 +70,11 @@ DATASET_NAME = SOURCE_NAME  # raw tables
 ANALYTICS_SCHEMA = "analytics"  # the SQL models
 WRITEBACK_SCHEMA = "writeback"  # write-back outcomes and audit log
 LAKE_NAME = "lake"  # the DuckLake's name: the catalog it is attached as (`lake.ocean_tracking.containers`)
+# The schemas that are implementation, not for analysts, beside a dataset or a models schema: dlt's merge
+# staging (`_ocean_tracking_staging`, dlt's `staging_dataset_name_layout`) and the staging models
+# (`_analytics_staging`). The leading underscore marks them internal, as dlt's own `_dlt_*` tables are, and
+# keeps them apart from every name an account owns (`ocean_tracking_<account>`, `analytics_<account>`).
+INTERNAL_STAGING_LAYOUT = "_%s_staging"
 DEFAULT_DESTINATION = "ducklake"  # the embedded default: analysts read while the schedule writes
 DESTINATION_ENV = setting("OCEAN_TRACKING_DESTINATION", "where the CLI, write-back and Dagster load: `ducklake`, "
                           "`duckdb` (one file), `filesystem`, `postgres` or another dlt destination",

@@ -22,8 +22,8 @@ from dlt.common.pipeline import get_dlt_pipelines_dir
 
 from pipelines import settings
 from pipelines.errors import ConfigurationError
-from pipelines.settings import DATASET_NAME, LAKE_NAME, lake_url
-from pipelines.warehouse.extensions import OFFLINE_CONFIG
+from pipelines.settings import DATASET_NAME, INTERNAL_STAGING_LAYOUT, LAKE_NAME, lake_url
+from pipelines.warehouse.extensions import OFFLINE_CONFIG, ensure_bundled_extensions
 from pipelines.warehouse.postgres_catalog import as_url
 from pipelines.warehouse.store import WarehouseStore, duckdb_store, ducklake_store
 
@@ -48,6 +48,8 @@ def ducklake_target(store: WarehouseStore | None = None, dataset_name: str = DAT
     from dlt.destinations.impl.ducklake.configuration import DuckLakeCredentials
 
     store = store or ducklake_store()
+    # dlt's connections autoload the lake's extensions but never install them: a new host's home has none
+    ensure_bundled_extensions()
     catalog = store.catalog
     store.create_folders()
     if store.catalog_file:
@@ -133,7 +135,10 @@ def make_pipeline(target: Target, pipelines_dir: str | Path | None = None) -> dl
     folder holds incremental cursors and pending load packages, and a cursor kept for one warehouse must
     never decide what another receives. The pipeline is named after its dataset (`ocean_tracking` by
     default, `ocean_tracking_<account>` for a named account): dlt restores the state from the destination by
-    that name, so every host finds it, and two datasets never share one pipeline's state."""
+    that name, so every host finds it, and two datasets never share one pipeline's state. dlt's merge
+    staging beside the dataset is named as internal (`_ocean_tracking_staging`, `INTERNAL_STAGING_LAYOUT`)
+    unless DESTINATION__STAGING_DATASET_NAME_LAYOUT says otherwise."""
+    os.environ.setdefault("DESTINATION__STAGING_DATASET_NAME_LAYOUT", INTERNAL_STAGING_LAYOUT)
     os.environ.setdefault("NORMALIZE__PARQUET_NORMALIZER__ADD_DLT_LOAD_ID", "true")
     os.environ.setdefault("RUNTIME__DLTHUB_TELEMETRY", "false")
     # a loaded package keeps its schema and state (small), not its data files: the disk stays flat

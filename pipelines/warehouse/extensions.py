@@ -11,6 +11,12 @@ Several processes starting at once on a fresh machine (a parallel test run, a Da
 CLI sync) would otherwise race: one copies a binary while another finds it half-written (`Extension
 ".../ducklake.duckdb_extension" not found`). The check-and-install holds the project's one file lock (`locks.exclusive_file_lock`)
 in the extension directory, so the second process waits and then finds every binary whole.
+
+The directory is per home folder (`~/.duckdb/extensions`), and a new machine or a Kubernetes pod starts with
+an empty one. dlt's own connections (the loader, the state restore, the questions `extract/loaded.py` asks)
+autoload `ducklake`, `postgres_scanner` and `httpfs` from it and never install, so `ducklake_target` calls
+`ensure_bundled_extensions` before dlt connects: a host that finds the lake already created by another
+(and so never opens a connection of ours first) would otherwise fail on `httpfs ... not found`.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipelines.errors import ConfigurationError
 from pipelines.warehouse.locks import exclusive_file_lock
 
 # What every connection we or dlt open is configured with: never fetch an extension from the network.
@@ -36,8 +43,8 @@ BUNDLED = {
     "httpfs": "duckdb_extension_httpfs",
 }
 INSTALL_LOCK_NAME = ".ocean-tracking-install.lock"
-_installed = threading.Lock()
-_done: set[str] = set()
+_installing = threading.Lock()
+_installed_in: set[Path] = set()  # extension directories this process found complete
 
 
 @cache
@@ -70,21 +77,36 @@ def extension_directory(con: duckdb.DuckDBPyConnection) -> Path:
 
 
 def install_bundled_extensions(con: duckdb.DuckDBPyConnection) -> None:
-    """Put the bundled binaries in DuckDB's extension directory unless they are there; once a process,
-    holding the directory's install lock (another process installing meanwhile is waited for). After
-    this, `ATTACH 'ducklake:...'` (ours or dlt's, on any catalog and storage) and `LOAD spatial` work offline."""
-    with _installed:
-        missing = [name for name in BUNDLED if name not in _done]
-        if not missing:
+    """Put the bundled binaries in DuckDB's extension directory unless they are there; once a process and
+    directory, holding the directory's install lock (another process installing meanwhile is waited for).
+    After this, `ATTACH 'ducklake:...'` (ours or dlt's, on any catalog and storage) and `LOAD spatial` work
+    offline."""
+    directory = extension_directory(con)
+    with _installing:
+        if directory in _installed_in:
             return
-        lock = extension_directory(con) / INSTALL_LOCK_NAME
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ConfigurationError(
+                f"DuckDB keeps its extensions in {directory}, which cannot be created ({error.strerror}): "
+                "run with HOME set to a folder this user can write."
+            ) from None
+        lock = directory / INSTALL_LOCK_NAME
         with exclusive_file_lock(lock, f"the DuckDB extension install lock {lock}"):
             rows = con.execute("select extension_name from duckdb_extensions() where installed").fetchall()
             present = {name for (name,) in rows}
-            for name in missing:
+            for name in BUNDLED:
                 if name not in present:
                     con.execute(f"force install '{bundled_extension_path(name)}'")
-                _done.add(name)
+        _installed_in.add(directory)
+
+
+def ensure_bundled_extensions() -> None:
+    """Install the bundled binaries where every DuckDB connection of this process looks for them (see
+    `install_bundled_extensions`), before connections that cannot install them (dlt's) are opened."""
+    with duckdb.connect(config=OFFLINE_CONFIG) as con:
+        install_bundled_extensions(con)
 
 
 def load_spatial(con: duckdb.DuckDBPyConnection) -> None:

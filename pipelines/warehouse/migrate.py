@@ -5,7 +5,9 @@ Every table of every dlt dataset in the file comes along with dlt's own `_dlt_pi
 the same), so the ids fetched once, the map schedule, the incremental cursors and the SCD2 history of
 ETAs carry on instead of being fetched or started again. The `writeback` schema (published outcomes), the
 `analytics` models and every other schema and view come too; dlt's staging schemas do not (dlt recreates
-them). The copy is one lake transaction inside the writer lock: all of it, or nothing.
+them). The copy is one lake transaction inside the writer lock: all of it, or nothing. A view that names
+the file's own catalog (dbt-duckdb writes `"warehouse"."analytics"."container_status"` into a model's view)
+names the lake instead, as dbt writes it there.
 
 DuckLake stores what Parquet can hold. Types dlt creates in DuckDB all survive; a column of a type the
 lake refuses becomes the nearest type it keeps, and the report names each one: INTERVAL (Parquet has no
@@ -22,7 +24,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.errors import ConfigurationError, InputError, PipelineError
-from pipelines.settings import writeback_journal_path
+from pipelines.settings import INTERNAL_STAGING_LAYOUT, LAKE_NAME, writeback_journal_path
 from pipelines.warehouse.backup import copy_sqlite
 from pipelines.warehouse.locks import locked_error
 from pipelines.warehouse.store import WarehouseStore
@@ -30,7 +32,8 @@ from pipelines.warehouse.tables import create_geometry_view
 
 SOURCE_ALIAS = "migrating_from"
 DLT_VERSION_TABLE = "_dlt_version"
-STAGING_SUFFIX = "_staging"  # dlt's staging dataset beside each dataset: transient, recreated by dlt
+# dlt's staging dataset beside each dataset, transient and recreated by dlt: its name now, and dlt's default
+STAGING_LAYOUTS = (INTERNAL_STAGING_LAYOUT, "%s_staging")
 GEOMETRY_VIEW = "map_features_geo"  # recreated by `create_geometry_view`, not copied
 # Types a DuckLake table cannot hold (whole, or nested in a STRUCT, LIST or MAP), and what they become.
 _UNSUPPORTED = (
@@ -74,11 +77,8 @@ def _schemas_to_move(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
     ).fetchall():
         tables.setdefault(schema, []).append(table)
     datasets = {schema for schema, names in tables.items() if DLT_VERSION_TABLE in names}
-    return {
-        schema: names
-        for schema, names in tables.items()
-        if not (schema.endswith(STAGING_SUFFIX) and schema.removesuffix(STAGING_SUFFIX) in datasets)
-    }
+    staging = {layout % dataset for dataset in datasets for layout in STAGING_LAYOUTS}
+    return {schema: names for schema, names in tables.items() if schema not in staging}
 
 
 def _copy_table(con: duckdb.DuckDBPyConnection, schema: str, table: str, report: MigrationReport) -> None:
@@ -164,16 +164,42 @@ def _copy_into_lake(
         except Exception:
             con.rollback()
             raise
-        _recreate_views(con, report)
+        _recreate_views(con, source_catalog(con), report)
         _check_counts(con, tables, report)
     finally:
         con.execute(f"detach {SOURCE_ALIAS}")
     return tables
 
 
-def _recreate_views(con: duckdb.DuckDBPyConnection, report: MigrationReport) -> None:
-    """Every view of the file but the geometry view, from its SQL, in the order they were made; one that
-    no longer binds is reported, not fatal (the tables are already in)."""
+def source_catalog(con: duckdb.DuckDBPyConnection) -> str:
+    """The name the file's own connections knew it by (DuckDB names a file's catalog after its stem), which
+    a view's fully qualified names carry."""
+    (path,) = con.execute(
+        "select path from duckdb_databases() where database_name = ?", [SOURCE_ALIAS]
+    ).fetchone()
+    return Path(path).stem
+
+
+def in_the_lake(view_sql: str, catalog: str) -> str:
+    """`view_sql` with every name qualified by the file's `catalog` (`catalog.schema.table`) qualified by the
+    lake's instead; quoted or not, never inside a string. DuckDB's own tokenizer finds the names."""
+    tokens = duckdb.tokenize(view_sql)
+    ends = [start for start, _ in tokens[1:]] + [len(view_sql)]
+    texts = [view_sql[start:end].strip() for (start, _), end in zip(tokens, ends, strict=True)]
+    pieces, position = [], 0
+    for index, ((start, kind), text) in enumerate(zip(tokens, texts, strict=True)):
+        after = texts[index + 1 : index + 4]  # `.schema.` when this is the catalog of `catalog.schema.table`
+        names_the_catalog = (index == 0 or texts[index - 1] != ".") and after[0::2] == [".", "."]
+        if kind == duckdb.token_type.identifier and text.strip('"') == catalog and names_the_catalog:
+            pieces += [view_sql[position:start], LAKE_NAME]
+            position = start + len(text)
+    return "".join(pieces) + view_sql[position:]
+
+
+def _recreate_views(con: duckdb.DuckDBPyConnection, catalog: str, report: MigrationReport) -> None:
+    """Every view of the file but the geometry view, from its SQL (names of the file's `catalog` made the
+    lake's), in the order they were made; one that no longer binds is reported, not fatal (the tables are
+    already in)."""
     views = con.execute(
         "select schema_name, view_name, sql from duckdb_views() where database_name = ? and not internal "
         "order by view_oid",
@@ -185,7 +211,7 @@ def _recreate_views(con: duckdb.DuckDBPyConnection, report: MigrationReport) -> 
         try:
             con.execute(f"create schema if not exists {_quoted(schema)}")
             con.execute(f"set schema = '{schema}'")  # an unqualified name in the view means its own schema
-            con.execute(sql)
+            con.execute(in_the_lake(sql, catalog))
             report.views.append(f"{schema}.{view}")
         except duckdb.Error as error:
             report.warnings.append(f"view {schema}.{view} not recreated: {str(error).splitlines()[0]}")

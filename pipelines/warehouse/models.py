@@ -1,11 +1,14 @@
 """The analytics models: the dbt project under `sql/` (dbt-core + dbt-duckdb; dbt-postgres for PostgreSQL).
 
-One source of truth, many engines: the models (`sql/models/staging`, `sql/models/marts`, one table
-`analytics.<model>` each) read the raw tables dlt loads as dbt sources (`ocean_tracking.<table>`), and
-where DuckDB and PostgreSQL differ they call `adapter.dispatch` macros (`sql/macros/`). A raw table or a
-column dlt has not created yet reads as typed nulls / no rows (`contract_source`), so a model builds empty
-instead of failing. The CLI sync calls `build_models` (an in-process `dbt build`); the Dagster assets
-(`assets/models.py`, dagster-dbt) run the same `dbt build` with the same target and vars
+One source of truth, many engines: the models (`sql/models/marts`, one table or view `analytics.<model>`
+each, what analysts query; `sql/models/staging`, the typed copies of the raw tables the marts are built
+from, in a schema of their own, `_analytics_staging`) read the raw tables dlt loads as dbt sources
+(`ocean_tracking.<table>`), and where DuckDB and PostgreSQL differ they call `adapter.dispatch` macros
+(`sql/macros/`). A raw table or a column dlt has not created yet reads as typed nulls / no rows
+(`contract_source`), so a model builds empty instead of failing. What an earlier layout left (the staging
+models beside the marts, a renamed mart, dlt's staging under its old name) is dropped after every run
+(`sql/macros/replaced_layout.sql`). The CLI sync calls `build_models` (an in-process `dbt build`); the
+Dagster assets (`assets/models.py`, dagster-dbt) run the same `dbt build` with the same target and vars
 (`dbt_target`, `dbt_vars`): one runner. Both hold the warehouse's writer lock around the build.
 """
 
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import ModelBuildError
-from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
+from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME, INTERNAL_STAGING_LAYOUT
 from pipelines.warehouse.store import WarehouseStore
 
 if TYPE_CHECKING:  # the Dagster definitions import this module, and must not import dlt
@@ -62,6 +65,17 @@ class SqlModel:
         """`staging` or `marts`: the folder under sql/models/."""
         return self.path.parent.name
 
+    def schema(self, analytics_schema: str = ANALYTICS_SCHEMA) -> str:
+        """The schema the model is built in, beside the models schema `analytics_schema`: the schema itself
+        for a mart, its staging schema for a staging model (`staging_schema`, dbt_project.yml)."""
+        return staging_schema(analytics_schema) if self.layer == "staging" else analytics_schema
+
+
+def staging_schema(analytics_schema: str = ANALYTICS_SCHEMA) -> str:
+    """The schema of the staging models beside the models schema `analytics_schema` (`_analytics_staging`):
+    implementation analysts need not see, apart from the marts."""
+    return INTERNAL_STAGING_LAYOUT % analytics_schema
+
 
 @cache
 def project_models() -> tuple[SqlModel, ...]:
@@ -70,17 +84,34 @@ def project_models() -> tuple[SqlModel, ...]:
     return tuple(SqlModel(path) for path in sorted(MODELS_DIR.rglob("*.sql")))
 
 
+def mart_names() -> list[str]:
+    """The marts, the models analysts query (in the models schema), by name."""
+    return [model.name for model in project_models() if model.layer == "marts"]
+
+
+def model_relation(name: str, analytics_schema: str = ANALYTICS_SCHEMA) -> str:
+    """The quoted `schema."name"` of the project's model called `name` beside the models schema."""
+    model = next(model for model in project_models() if model.name == name)
+    return f'"{model.schema(analytics_schema)}"."{name}"'
+
+
 def dbt_target(store: WarehouseStore) -> str:
     """The profile target (`sql/profiles.yml`) that builds in `store`: `ducklake` or `duckdb`."""
     return "ducklake" if store.is_lake else "duckdb"
 
 
+def schema_vars(*, app_url: str, raw_schema: str, analytics_schema: str) -> dict[str, str]:
+    """The `--vars` every build has, whatever the engine: `app_url` and the schemas read and written."""
+    return {"app_url": app_url, "raw_schema": raw_schema, "analytics_schema": analytics_schema,
+            "staging_schema": staging_schema(analytics_schema)}
+
+
 def dbt_vars(store: WarehouseStore, *, app_url: str, raw_schema: str = DATASET_NAME,
              analytics_schema: str = ANALYTICS_SCHEMA) -> dict[str, str]:
     """The `--vars` of a build in `store`: the deep links' `app_url`, the schema dlt loaded the raw
-    tables into, the schema the models go to (one an account), and where the warehouse is (the profile's
-    defaults are only for runs by hand)."""
-    common = {"app_url": app_url, "raw_schema": raw_schema, "analytics_schema": analytics_schema}
+    tables into, the schemas the models go to (one an account, and its staging schema), and where the
+    warehouse is (the profile's defaults are only for runs by hand)."""
+    common = schema_vars(app_url=app_url, raw_schema=raw_schema, analytics_schema=analytics_schema)
     if store.is_lake:
         return {**common, "lake_catalog": store.catalog or "", "lake_data_path": store.data_path or ""}
     return {**common, "duckdb_path": str(store.duckdb_file.resolve())}
@@ -191,28 +222,26 @@ def build_models_in_postgres(pipeline: dlt.Pipeline, *, app_url: str, raw_schema
                              analytics_schema: str = ANALYTICS_SCHEMA) -> dict[str, int]:
     """`dbt build --target postgres` on the PostgreSQL database `pipeline` loads (its own credentials),
     after a sync there: the same models and tests as on the embedded warehouse, the geometry through
-    PostGIS. Returns the rows of every model; a failing model or test raises one line."""
+    PostGIS. Returns the rows of every mart; a failing model or test raises one line."""
     credentials = pipeline.destination_client().config.credentials
-    variables = {"app_url": app_url, "raw_schema": raw_schema, "analytics_schema": analytics_schema}
+    variables = schema_vars(app_url=app_url, raw_schema=raw_schema, analytics_schema=analytics_schema)
     with _environment(postgres_profile_env(credentials)):
         run_dbt(dbt_args("build", target="postgres", variables=variables))
-    names = [model.name for model in project_models()]
     with pipeline.sql_client() as client:
         built = {row[0] for row in client.execute_sql(
             "select table_name from information_schema.tables where table_schema = %s", analytics_schema)}
         return {name: client.execute_sql(f'select count(*) from {analytics_schema}."{name}"')[0][0]
-                for name in names if name in built}  # fmt: skip
+                for name in mart_names() if name in built}  # fmt: skip
 
 
 def build_models(store: WarehouseStore, *, app_url: str, select: list[str] | None = None,
                  raw_schema: str = DATASET_NAME, analytics_schema: str = ANALYTICS_SCHEMA) -> dict[str, int]:
     """`dbt build` (every model, then its tests, upstream first) into `store` under its writer lock;
-    returns the rows of every model in the warehouse after it. A failing model or test raises one line
-    (`ModelBuildError`)."""
+    returns the rows of every mart (the models analysts query, in `analytics_schema`) after it. A failing
+    model or test raises one line (`ModelBuildError`)."""
     variables = dbt_vars(store, app_url=app_url, raw_schema=raw_schema, analytics_schema=analytics_schema)
     with store.writing():
         run_dbt(dbt_args("build", target=dbt_target(store), variables=variables, select=select))
-    names = [model.name for model in project_models()]
     with store.connect(read_only=True) as con:
         built = {
             row[0]
@@ -223,7 +252,7 @@ def build_models(store: WarehouseStore, *, app_url: str, select: list[str] | Non
         }
         return {
             name: con.execute(f'select count(*) from {analytics_schema}."{name}"').fetchone()[0]
-            for name in names
+            for name in mart_names()
             if name in built
         }
 

@@ -2,9 +2,10 @@
 
 `lake session` runs the `duckdb` executable of the `duckdb-cli` package (locked to the same DuckDB as the
 Python package, so the bundled extension binaries fit it) with auto-install off, spatial loaded and the
-lake attached READ_ONLY as `lake` and in use: `select * from ocean_tracking.containers` works at once. A
+lake attached READ_ONLY as `lake` and in use, in the marts' schema (`analytics`, once the models are built):
+`show tables` lists the marts, and `select * from ocean_tracking.containers` works at once. A
 read-only session never waits for a sync and never blocks one (see `store.py`). The extensions come from
-their PyPI wheels (`install_bundled_extensions`), so nothing is downloaded, here or in a firewalled CI.
+their PyPI wheels (`ensure_bundled_extensions`), so nothing is downloaded, here or in a firewalled CI.
 
 On the lake across hosts (a PostgreSQL catalog, files in S3-compatible storage) the session also needs the
 catalog's password and the storage's secret: those statements go to the command line in an init file only
@@ -28,9 +29,9 @@ from pathlib import Path
 import duckdb
 
 from pipelines.errors import ConfigurationError, redact
-from pipelines.settings import LAKE_NAME
+from pipelines.settings import ANALYTICS_SCHEMA, LAKE_NAME
 from pipelines.warehouse import postgres_catalog
-from pipelines.warehouse.extensions import offline_connection
+from pipelines.warehouse.extensions import ensure_bundled_extensions
 from pipelines.warehouse.storage import is_remote, storage_secret_statements
 from pipelines.warehouse.store import WarehouseStore, lake_data_path
 
@@ -53,27 +54,33 @@ class SessionSql:
         return [redact(statement, *self.secrets) for statement in self.statements]
 
 
-def session_sql(store: WarehouseStore) -> SessionSql:
+def session_sql(store: WarehouseStore, default_schema: str | None = ANALYTICS_SCHEMA) -> SessionSql:
     """The statements that make a DuckDB session ready on the lake: the storage secret when its files are
     in object storage (from dlt's configuration, scoped to the data path the catalog keeps), spatial loaded
-    (GEOMETRY, ST_*), the lake attached read-only (its data path comes from the catalog) and in use."""
+    (GEOMETRY, ST_*), the lake attached read-only (its data path comes from the catalog) and in use, in
+    `default_schema` (the marts of an account) when the lake has it."""
     statements, secrets = ["LOAD spatial"], []
     data_path = store.data_path if is_remote(store.data_path) else None
-    if data_path is None and store.catalog_on_postgres:
+    schemas: set[str] = set()
+    if (data_path is None and store.catalog_on_postgres) or (default_schema is not None and store.exists()):
         with store.connect(read_only=True) as con:
             stored = lake_data_path(con)
-        data_path = stored if is_remote(stored) else None
+            schemas = {name for (name,) in con.execute(
+                "select schema_name from duckdb_schemas() where database_name = current_database()").fetchall()}  # fmt: skip
+        if data_path is None and store.catalog_on_postgres:
+            data_path = stored if is_remote(stored) else None
     if data_path is not None:
         secret_statements, secrets = storage_secret_statements(data_path)
         statements = ["LOAD httpfs", *secret_statements, *statements]
     if store.catalog_on_postgres and (password := postgres_catalog.catalog_password(store.catalog)):
         secrets = [*secrets, password]
-    return SessionSql([*statements, store.attach_sql(read_only=True), f"USE {LAKE_NAME}"], secrets)
+    use = f"{LAKE_NAME}.{default_schema}" if default_schema in schemas else LAKE_NAME
+    return SessionSql([*statements, store.attach_sql(read_only=True), f"USE {use}"], secrets)
 
 
-def session_statements(store: WarehouseStore) -> list[str]:
+def session_statements(store: WarehouseStore, default_schema: str | None = ANALYTICS_SCHEMA) -> list[str]:
     """The statements of `session_sql`, secrets included: for a DuckDB connection of this process."""
-    return session_sql(store).statements
+    return session_sql(store, default_schema).statements
 
 
 def find_duckdb_cli() -> Path:
@@ -103,14 +110,16 @@ def find_duckdb_cli() -> Path:
 
 @contextmanager
 def session_command(
-    store: WarehouseStore, cli: Path, *, sql: str | None = None, mode: str | None = None
+    store: WarehouseStore, cli: Path, *, sql: str | None = None, mode: str | None = None,
+    default_schema: str | None = ANALYTICS_SCHEMA,
 ) -> Iterator[list[str]]:
-    """The command line that opens the session: interactive, or with `sql` one query run and printed
-    (stopping at the first error, the user's ~/.duckdbrc skipped) in `mode` (box, csv, json, ...). With
-    secrets, the statements are in an owner-only init file (in place of ~/.duckdbrc) for the block."""
+    """The command line that opens the session (in `default_schema` when the lake has it): interactive, or
+    with `sql` one query run and printed (stopping at the first error, the user's ~/.duckdbrc skipped) in
+    `mode` (box, csv, json, ...). With secrets, the statements are in an owner-only init file (in place of
+    ~/.duckdbrc) for the block."""
     if mode is not None and mode not in OUTPUT_MODES:
         raise ConfigurationError(f"Unknown output mode {mode!r}: use one of {', '.join(OUTPUT_MODES)}.")
-    ready = session_sql(store)
+    ready = session_sql(store, default_schema)
     command = [str(cli), ":memory:"]
     with tempfile.TemporaryDirectory(prefix="lake-session-") as folder:  # created 0700: only its owner reads it
         if ready.secrets:
@@ -133,13 +142,15 @@ def session_command(
         yield command
 
 
-def run_session(store: WarehouseStore, *, sql: str | None = None, mode: str | None = None) -> int:
-    """Open the session (or run `sql`) and return the command line's exit code. The lake must exist and
-    the extensions are installed from their wheels first, so the session starts offline."""
+def run_session(store: WarehouseStore, *, sql: str | None = None, mode: str | None = None,
+                default_schema: str | None = ANALYTICS_SCHEMA) -> int:
+    """Open the session (or run `sql`) in `default_schema` (when the lake has it) and return the command
+    line's exit code. The lake must exist and the extensions are installed from their wheels first, so the
+    session starts offline."""
     store.require_exists()
     cli = find_duckdb_cli()
-    offline_connection().close()  # installs the bundled extensions where the command line finds them
-    with session_command(store, cli, sql=sql, mode=mode) as command:
+    ensure_bundled_extensions()  # where the command line finds them
+    with session_command(store, cli, sql=sql, mode=mode, default_schema=default_schema) as command:
         if sql is not None:
             return subprocess.run(command, check=False).returncode
         # Ctrl-C cancels the query in DuckDB's shell; it must not end this process underneath it.
@@ -150,11 +161,11 @@ def run_session(store: WarehouseStore, *, sql: str | None = None, mode: str | No
             signal.signal(signal.SIGINT, previous)
 
 
-def print_sql(store: WarehouseStore) -> str:
+def print_sql(store: WarehouseStore, default_schema: str | None = ANALYTICS_SCHEMA) -> str:
     """The statements for a user's own DuckDB (the same version, with the ducklake, sqlite (or postgres
     and httpfs) and spatial extensions installed: `lake session` installs them offline), one a line;
     secrets (the catalog's password, the storage keys) are shown as `***`, to be filled in by hand."""
-    ready = session_sql(store)
+    ready = session_sql(store, default_schema)
     lines = [f"{' '.join(statement.split())};" for statement in ready.shown()]
     if ready.secrets:
         lines.insert(0, "-- replace each *** with your own password or key before running these")

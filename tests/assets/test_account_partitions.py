@@ -204,7 +204,7 @@ def test_each_account_lands_in_its_own_dataset_models_and_files(loaded, server):
     with store.connect(read_only=True) as con:
         rows = {account: con.execute(f"select count(*) from ocean_tracking_{account}.shipments").fetchone()[0]
                 for account in KEYS}
-        modelled = {account: con.execute(f"select count(*) from analytics_{account}.stg_shipments").fetchone()[0]
+        modelled = {account: con.execute(f"select count(*) from _analytics_{account}_staging.stg_shipments").fetchone()[0]
                     for account in KEYS}
         links = {account: con.execute(f"select count(*) from analytics_{account}.deep_links").fetchone()[0]
                  for account in KEYS}

@@ -95,7 +95,7 @@ def test_two_accounts_land_in_their_own_datasets_and_models(make_sandbox, tmp_pa
     with store.connect(read_only=True) as con:
         shipments = {name: con.execute(f"select count(*) from ocean_tracking_{name}.shipments").fetchone()[0]
                      for name in outputs}
-        modelled = {name: con.execute(f"select count(*) from analytics_{name}.stg_shipments").fetchone()[0]
+        modelled = {name: con.execute(f"select count(*) from _analytics_{name}_staging.stg_shipments").fetchone()[0]
                     for name in outputs}
         schemas = {row[0] for row in con.execute("select schema_name from information_schema.schemata").fetchall()}
     assert shipments == {"emea": api_total(server, "/shipments"),

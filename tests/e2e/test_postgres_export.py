@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
-from pipelines.warehouse.models import project_models
+from pipelines.warehouse.models import project_models, staging_schema
 from pipelines.warehouse.postgis import GEO_VIEW
 from pipelines.warehouse.tables import table_row_counts
 from tests.conftest import FULL_KEY, lake_in
@@ -108,12 +108,15 @@ def test_postgres_holds_the_same_raw_tables_as_the_lake_with_postgis_geometries(
         assert length == pytest.approx(by_duckdb[key][0], abs=1e-6), key
         assert split_length == pytest.approx(by_duckdb[key][1], abs=1e-6), key
 
-    # the sync built every dbt model there (a failing model or test fails the sync): same rows as the lake
-    models = {model.name for model in project_models()}
-    in_postgres_models = _postgres_row_counts(postgres_database, ANALYTICS_SCHEMA, views=True)
-    assert set(in_postgres_models) == models
-    assert all(rows > 0 for rows in in_postgres_models.values()), in_postgres_models
-    assert in_postgres_models == table_row_counts(lake, ANALYTICS_SCHEMA, views=True)
+    # the sync built every dbt model there (a failing model or test fails the sync): same rows as the lake,
+    # the marts in `analytics` and the staging models in their own schema, as on the lake
+    for schema, layer in ((ANALYTICS_SCHEMA, "marts"), (staging_schema(), "staging")):
+        in_postgres_models = _postgres_row_counts(postgres_database, schema, views=True)
+        assert set(in_postgres_models) == {model.name for model in project_models() if model.layer == layer}
+        assert all(rows > 0 for rows in in_postgres_models.values()), in_postgres_models
+        assert in_postgres_models == table_row_counts(lake, schema, views=True)
+    schemas = {name for (name,) in postgres_database.query("select schema_name from information_schema.schemata")}
+    assert f"_{DATASET_NAME}_staging" in schemas and f"{DATASET_NAME}_staging" not in schemas, "dlt's staging, internal"
 
     # the LFDs' local dates: PostgreSQL's time zone conversion gives DuckDB's dates
     lfds = "select container_id, last_free_day_local, last_free_day_time_zone from analytics.container_status"

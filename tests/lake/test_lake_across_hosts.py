@@ -1,7 +1,8 @@
 """The lake across hosts (issue 20): a PostgreSQL catalog and the data in S3-compatible object storage,
 selected by dlt's own configuration keys only, against a real PostgreSQL 15 and a real S3 server (moto).
 
-Everything runs as users run it, in processes of their own with only environment variables set: a CLI
+Everything runs as users run it, in processes of their own with only environment variables set (each host
+with its own empty home folder, as a new machine or a pod has, so DuckDB finds no extension there): a CLI
 sync loads the sandbox's rows (Parquet files in the bucket, the catalog in PostgreSQL); an analyst with
 its own working directory and only the catalog URL and the S3 settings reads them read-only; three hosts
 creating the fresh catalog at once all succeed and the rows are loaded once; a writer holding the lock
@@ -66,7 +67,7 @@ def _count(store: WarehouseStore, sql: str) -> int:
 def test_a_sync_loads_into_postgres_and_s3_and_an_analyst_elsewhere_reads_it(
     fresh_sandbox, tmp_path, lake_env, lake, s3_bucket, postgres_database, secrets
 ):
-    env = cli_env(fresh_sandbox.base_url, tmp_path / "host-a", **lake_env)
+    env = _fresh_host(fresh_sandbox.base_url, tmp_path / "host-a", lake_env)
     sync = _run(SYNC, env)
     assert sync.returncode == 0, sync.stderr[-3000:]
 
@@ -110,11 +111,18 @@ def test_a_sync_loads_into_postgres_and_s3_and_an_analyst_elsewhere_reads_it(
         _assert_nothing_secret(secrets, dbt_log.read_text(errors="replace"))
 
 
+def _fresh_host(base_url: str, folder: Path, lake_env: dict[str, str]) -> dict[str, str]:
+    """The environment of a new machine (or a Kubernetes pod): its own empty home folder, so DuckDB's
+    extension directory (`~/.duckdb/extensions`) starts empty, and its own working folders."""
+    (folder / "home").mkdir(parents=True)
+    return cli_env(base_url, folder, HOME=str(folder / "home"), **lake_env)
+
+
 def test_three_hosts_creating_a_fresh_catalog_at_once_all_load_and_rows_load_once(
     fresh_sandbox, tmp_path, lake_env, lake, secrets
 ):
     hosts = [
-        subprocess.Popen([*SYNC, "--no-models"], env=cli_env(fresh_sandbox.base_url, tmp_path / f"host-{n}", **lake_env),
+        subprocess.Popen([*SYNC, "--no-models"], env=_fresh_host(fresh_sandbox.base_url, tmp_path / f"host-{n}", lake_env),
                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for n in range(3)
     ]  # fmt: skip

@@ -66,6 +66,9 @@ def test_a_migrated_warehouse_syncs_on_in_the_lake_as_it_would_have_in_the_file(
 
     migrated = _pipelines("lake", "migrate", "--from", str(file), env=env)
     assert "ocean_tracking._dlt_pipeline_state" in migrated.stdout
+    assert "not recreated" not in migrated.stderr, migrated.stderr
+    with lake_in(tmp_path / "data").connect(read_only=True) as con:  # the models' views work before any sync
+        assert con.execute("select count(*) from analytics.container_free_time").fetchone()[0] > 0
 
     served = requests_served(fresh_sandbox)
     _pipelines("sync", "--no-progress", env=env)  # the lake, the default
@@ -108,6 +111,8 @@ def odd_warehouse(tmp_path) -> Path:
             insert into ocean_tracking.things select 't' || range, range from range(1000);
             create schema ocean_tracking_staging;
             create table ocean_tracking_staging.things (id varchar, n bigint);
+            create schema _ocean_tracking_staging;
+            create table _ocean_tracking_staging.things (id varchar, n bigint);
             create schema analytics;
             create type mood as enum ('up', 'down');
             create table analytics.odd as select
@@ -117,6 +122,10 @@ def odd_warehouse(tmp_path) -> Path:
             create view analytics.thing_count as select count(*) as n from ocean_tracking.things;
             create view analytics.late as select * from odd where n > 500;  -- `odd`: its own schema
             create view analytics.later as select * from odd where delta > interval 0 hours;
+            -- as dbt-duckdb writes a model's view: every name qualified by the file's own catalog
+            create view warehouse.analytics.up_count as
+                select count(*) as n, 'warehouse.analytics.odd' as source from "warehouse".analytics.odd
+                where mood = 'up';
         """)  # fmt: skip
     journal = WritebackStore(file.parent / WRITEBACK_JOURNAL_FILE_NAME)
     journal.audit("create_tracking_request", "MEDU1", "created", http_status=201)
@@ -135,7 +144,9 @@ def test_types_the_lake_cannot_hold_views_and_the_journal_come_along(odd_warehou
         "ocean_tracking._dlt_version": 1,
         "ocean_tracking.things": 1000,
     }
-    assert sorted(report.views) == ["analytics.late", "analytics.thing_count"], report.warnings
+    assert sorted(report.views) == ["analytics.late", "analytics.thing_count", "analytics.up_count"], (
+        report.warnings
+    )
     assert report.warnings[0].startswith("view analytics.later not recreated: Binder Error: Cannot compare")
     assert report.warnings[1].endswith(f"was copied to {journal}")
     assert len(report.retyped) == 4, report.retyped
@@ -155,9 +166,12 @@ def test_types_the_lake_cannot_hold_views_and_the_journal_come_along(odd_warehou
         assert (delta, mood, triple) == (timedelta(hours=-499), "down", ["1", "b", "c"])
         assert con.execute("select n from analytics.thing_count").fetchone() == (1000,)
         assert con.execute("select count(*) from analytics.late").fetchone() == (499,)
+        assert con.execute("select * from analytics.up_count").fetchone() == (500, "warehouse.analytics.odd")
         schemas = {row[0] for row in con.execute("select schema_name from duckdb_schemas() "
                                                  "where database_name = current_database()").fetchall()}  # fmt: skip
-        assert "ocean_tracking_staging" not in schemas
+        assert not {"ocean_tracking_staging", "_ocean_tracking_staging"} & schemas, (
+            "dlt's staging stays behind"
+        )
     copied = WritebackStore(journal)
     try:
         assert copied.rows("select count(*) from audit_log") == [(1,)]

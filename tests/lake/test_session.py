@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.settings import LAKE_NAME
+from pipelines.settings import ACCOUNTS_ENV, LAKE_NAME
 from pipelines.warehouse.extensions import BUNDLED, bundled_extension_path, offline_connection
+from tests.conftest import lake_in
 from tests.e2e.conftest import cli_env, sync_once
 
 OFFLINE = {
@@ -82,6 +83,45 @@ def test_print_sql_gives_statements_another_duckdb_can_run(synced):
     finally:
         con.close()
     assert count == result.scalar("select count(*) from containers")
+
+
+def test_a_session_opens_in_the_marts_of_its_account(tmp_path):
+    """`show tables` lists the marts at once (the lake's default schema is empty); with accounts, those of the
+    account named; the raw tables stay a `schema.table` away."""
+    store = lake_in(tmp_path / "data")
+    with store.writing(), store.connect() as con:
+        con.execute("""
+            create schema ocean_tracking; create table ocean_tracking.containers as select 1 as id;
+            create schema analytics; create table analytics.container_status as select 1 as id;
+            create schema analytics_emea; create table analytics_emea.container_free_time as select 1 as id;
+        """)  # fmt: skip
+    env = cli_env("http://127.0.0.1:9/v2", tmp_path)
+    query = [
+        "session",
+        "--mode",
+        "csv",
+        "--sql",
+        "show tables; select count(*) as n from ocean_tracking.containers",
+    ]
+
+    single = _lake(*query, env=env)
+    assert single.returncode == 0, single.stderr
+    assert single.stdout.split() == ["name", "container_status", "n", "1"]
+    emea = _lake(*query, "--account", "emea", env={**env, ACCOUNTS_ENV: "emea,apac"})
+    assert emea.returncode == 0, emea.stderr
+    assert emea.stdout.split() == ["name", "container_free_time", "n", "1"]
+
+
+def test_a_home_duckdb_cannot_write_is_one_line_saying_so(tmp_path):
+    """DuckDB keeps extensions under $HOME; a home that is no folder (or not this user's) stops a sync before
+    any request, in one line."""
+    (tmp_path / "home").write_text("a file, not a folder")
+    env = cli_env("http://127.0.0.1:9/v2", tmp_path, HOME=str(tmp_path / "home"))
+    run = subprocess.run([sys.executable, "-m", "pipelines", "sync", "--no-progress"], env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 2
+    (line,) = run.stderr.strip().splitlines()
+    assert f"{tmp_path / 'home'}/.duckdb/extensions, which cannot be created" in line and "HOME" in line
 
 
 def test_no_lake_yet_is_one_line_saying_to_sync(tmp_path):

@@ -72,8 +72,8 @@ def test_custom_fields_sit_next_to_their_shipments_and_containers(built: BuiltWa
 
 
 def test_tracking_requests_carry_the_statuses_the_service_has(built: BuiltWarehouse):
-    statuses = {row[0] for row in built.query("select distinct status from analytics.stg_tracking_requests")}
+    statuses = {row[0] for row in built.query("select distinct status from _analytics_staging.stg_tracking_requests")}
     assert {"created", "awaiting_manifest"} <= statuses
     raw = dict(built.query("select status, count(*) from ocean_tracking.tracking_requests group by status"))
-    model = dict(built.query("select status, count(*) from analytics.stg_tracking_requests group by status"))
+    model = dict(built.query("select status, count(*) from _analytics_staging.stg_tracking_requests group by status"))
     assert model == raw

@@ -113,20 +113,15 @@ def test_every_model_materializes_with_row_count_and_preview(built: BuiltWarehou
     }
     for model in project_models():
         materialization = materializations[_key(model.name)]
-        rows = built.query(f"select count(*) from analytics.{model.name}")[0][0]
+        rows = built.query(f"select count(*) from {model.schema()}.{model.name}")[0][0]
         assert materialization.metadata["dagster/row_count"].value == rows
         preview = materialization.metadata["preview"].value
         assert preview.splitlines()[0].startswith("| ")
         assert len(preview.splitlines()) == 2 + min(rows, 5)
-    for name in (
-        "stg_shipments",
-        "stg_containers",
-        "container_status",
-        "port_calls",
-        "voyage_legs",
-        "deep_links",
-    ):
+    for name in ("container_status", "port_calls", "voyage_legs", "deep_links"):
         assert built.query(f"select count(*) from analytics.{name}")[0][0] > 0, name
+    for name in ("stg_shipments", "stg_containers"):
+        assert built.query(f"select count(*) from _analytics_staging.{name}")[0][0] > 0, name
 
 
 def test_all_dbt_tests_pass_as_asset_checks(built: BuiltWarehouse):
@@ -238,7 +233,7 @@ def test_holds_block_pickup_and_pending_holds_do_not(built: BuiltWarehouse, tmp_
         row["container_dlt_id"]: row
         for row in rebuilt.dicts(
             "select c.container_dlt_id, s.* from analytics.container_status s"
-            " join analytics.stg_containers c using (container_id)"
+            " join _analytics_staging.stg_containers c using (container_id)"
         )
     }
     assert rows[held]["ready_for_pickup"] is False
@@ -292,10 +287,23 @@ def _expected_local_lfds(warehouse: BuiltWarehouse) -> dict[str, tuple[date | No
     return expected
 
 
+def _expected_free_time_running(warehouse: BuiltWarehouse) -> dict[str, bool]:
+    """Whether each container's free time still runs, recomputed from the raw rows: not once it was picked up
+    (at the POD terminal, or at its inland destination), returned empty, or its status says either."""
+    done_statuses = {"picked_up", "delivered", "dropped", "empty_returned"}
+    done_at = ("pod_full_out_at", "final_destination_full_out_at", "empty_terminated_at")
+    return {
+        row["id"]: row["current_status"] not in done_statuses and all(row.get(name) is None for name in done_at)
+        for row in warehouse.dicts("select * from ocean_tracking.containers")
+    }
+
+
 def _assert_local_lfds_and_days_left(warehouse: BuiltWarehouse) -> dict[str, dict]:
     """container_status's local LFDs and container_free_time's days left are the recomputed ones, the days
-    counted from the date it was, at each terminal, when the view was queried. Returns the view's rows."""
+    counted from the date it was, at each terminal, when the view was queried, for the containers whose
+    free time still runs. Returns the view's rows."""
     expected = _expected_local_lfds(warehouse)
+    running = _expected_free_time_running(warehouse)
     status = {
         row[0]: row[1:]
         for row in warehouse.query(
@@ -312,7 +320,8 @@ def _assert_local_lfds_and_days_left(warehouse: BuiltWarehouse) -> dict[str, dic
         assert row["last_free_day_time_zone_source"] == source
         today = row["queried_at"].astimezone(ZoneInfo(zone)).date() if zone is not None else None
         assert row["local_today"] == today, row
-        days = (local - today).days if local is not None and today is not None else None
+        assert row["free_time_running"] is running[row["container_id"]], row
+        days = (local - today).days if local is not None and today is not None and row["free_time_running"] else None
         assert row["days_until_last_free_day"] == days, row
     return {row["container_id"]: row for row in rows}
 
@@ -323,8 +332,22 @@ def test_last_free_day_is_the_terminals_local_date_and_the_days_left_are_counted
     assert with_lfd and {row["last_free_day_time_zone_source"] for row in rows.values()} == {"container"}
     # the sandbox's LFDs end a local day (23:59:59 there): in the Americas that is already the next UTC date
     assert any(row["last_free_day_local"] != row["last_free_day"].astimezone(UTC).date() for row in with_lfd)
-    days = {row["days_until_last_free_day"] for row in with_lfd}
-    assert None not in days
+    days = {row["days_until_last_free_day"] for row in with_lfd if row["free_time_running"]}
+    assert days and None not in days
+
+
+def test_ordered_by_days_left_containers_picked_up_or_returned_come_last(built: BuiltWarehouse):
+    """What an analyst asks first: whose free time runs out soonest. Containers long picked up or returned
+    empty (their LFD weeks past) have no days left to count, so they do not head the list."""
+    rows = built.dicts(
+        "select container_id, current_status, free_time_running, days_until_last_free_day"
+        " from analytics.container_free_time where last_free_day is not null"
+        " order by days_until_last_free_day, container_id"
+    )
+    done = [row for row in rows if not row["free_time_running"]]
+    assert any(row["current_status"] == "empty_returned" for row in done), "the world has returned empties"
+    assert all(row["days_until_last_free_day"] is None for row in done)
+    assert all(row["free_time_running"] for row in rows[: len(rows) - len(done)]), "the running ones first"
 
 
 def test_without_a_zone_from_the_api_the_reference_zone_is_used(built: BuiltWarehouse, tmp_path):
@@ -338,7 +361,8 @@ def test_without_a_zone_from_the_api_the_reference_zone_is_used(built: BuiltWare
         "select c.id, c.shipment_id, t.id from ocean_tracking.containers c"
         " join ocean_tracking.shipments s on s.id = c.shipment_id"
         " join ocean_tracking.terminals t on t.id = coalesce(c.pod_terminal_id, s.pod_terminal_id)"
-        " where c.pickup_lfd is not null and t.firms_code is not null order by c.id"
+        " join analytics.container_free_time f on f.container_id = c.id"
+        " where c.pickup_lfd is not null and t.firms_code is not null and f.free_time_running order by c.id"
     )
     picked: list[tuple[str, str, str]] = []
     for container_id, shipment_id, terminal_id in candidates:
@@ -383,7 +407,7 @@ def test_without_a_zone_from_the_api_the_reference_zone_is_used(built: BuiltWare
         assert row["days_until_last_free_day"] is not None
 
 
-# ---- shipment_eta_history ----------------------------------------------------------------------------
+# ---- shipment_eta_changes ----------------------------------------------------------------------------
 
 
 def _hours(delta: timedelta) -> float:
@@ -400,7 +424,7 @@ def test_eta_history_records_each_pod_eta_change(make_sandbox, tmp_path):
         selection=[
             "analytics/stg_shipments",
             "analytics/stg_shipment_eta_versions",
-            "analytics/shipment_eta_history",
+            "analytics/shipment_eta_changes",
         ],
     )
     assert result.success
@@ -422,7 +446,7 @@ def test_eta_history_records_each_pod_eta_change(make_sandbox, tmp_path):
     changed = {sid: versions for sid, versions in expected.items() if len(versions) >= 2}
     assert changed, "advancing the clock 5 days changed no POD ETA"
 
-    actual = warehouse.dicts("select * from analytics.shipment_eta_history order by shipment_id, eta_version")
+    actual = warehouse.dicts("select * from analytics.shipment_eta_changes order by shipment_id, eta_version")
     assert len(actual) == sum(len(versions) for versions in expected.values())
     by_shipment: dict[str, list[dict]] = {}
     for row in actual:
@@ -535,13 +559,13 @@ def test_deep_links_use_the_configured_app_url(built: BuiltWarehouse):
 def _stub_warehouse(path: Path, shipment_number: str) -> None:
     """A DuckDB file holding only the two staging tables deep_links reads."""
     with duckdb.connect(str(path)) as con:
-        con.execute("create schema analytics")
+        con.execute("create schema _analytics_staging")
         con.execute(
-            "create table analytics.stg_shipments as select 's1' as shipment_id, ? as bill_of_lading_number",
+            "create table _analytics_staging.stg_shipments as select 's1' as shipment_id, ? as bill_of_lading_number",
             [shipment_number],
         )
         con.execute(
-            "create table analytics.stg_containers as"
+            "create table _analytics_staging.stg_containers as"
             " select 'c1' as container_id, 's1' as shipment_id, 'MSCU 123456-7' as container_number"
         )
 
@@ -586,7 +610,7 @@ def test_a_failing_model_is_one_line_naming_it(tmp_path):
     store = duckdb_store(tmp_path / "warehouse.duckdb")
     _stub_warehouse(store.duckdb_file, "AB1")
     with duckdb.connect(str(store.duckdb_file)) as con:
-        con.execute("drop table analytics.stg_containers")
+        con.execute("drop table _analytics_staging.stg_containers")
     with pytest.raises(ModelBuildError) as raised:
         build_models(store, app_url=APP_URL, select=["deep_links"])
     message = str(raised.value)
@@ -616,6 +640,61 @@ def test_deep_links_resolve_in_the_sandbox_web_app(built: BuiltWarehouse, sandbo
         assert response.headers["location"] == expected
 
 
+# ---- the schemas analysts see ------------------------------------------------------------------------
+
+
+def _tables_by_schema(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
+    tables: dict[str, set[str]] = {}
+    for schema, table in con.execute("select table_schema, table_name from information_schema.tables"
+                                     " where table_catalog = current_database()").fetchall():  # fmt: skip
+        tables.setdefault(schema, set()).add(table)
+    return tables
+
+
+def test_analytics_holds_the_marts_and_implementation_is_apart(built: BuiltWarehouse):
+    """`analytics` is what analysts query: the marts, nothing else. The staging models and dlt's merge staging
+    are in schemas named as internal; no mart has the name of a raw table."""
+    with built.store.connect(read_only=True) as con:
+        tables = _tables_by_schema(con)
+    marts = {model.name for model in project_models() if model.layer == "marts"}
+    assert tables["analytics"] == marts
+    assert tables["_analytics_staging"] == {model.name for model in project_models() if model.layer == "staging"}
+    assert "shipments" in tables["_ocean_tracking_staging"], "dlt merged through its staging, named as internal"
+    assert "ocean_tracking_staging" not in tables
+    assert not marts & tables["ocean_tracking"], "a mart named like a raw table"
+
+
+def test_a_model_run_drops_what_the_earlier_layout_left(tmp_path):
+    """A lake built before: the staging models beside the marts, the ETA mart under the raw table's name, dlt's
+    staging under its default name. The next model run (any selection) drops them, and never a dataset that
+    only has such a name (an account `emea_staging` loads into `ocean_tracking_emea_staging`)."""
+    store = lake_in(tmp_path)
+    with store.writing(), store.connect() as con:
+        con.execute("""
+            create schema ocean_tracking;
+            create table ocean_tracking.terminals as select 't1' as id, 'Pier 400' as name;
+            create schema analytics;
+            create table analytics.stg_terminals as select 1 as old;
+            create table analytics.shipment_eta_history as select 1 as old;
+            create table analytics.container_status as select 1 as kept;
+            create schema ocean_tracking_staging;
+            create table ocean_tracking_staging.shipments as select 1 as old;
+            create schema ocean_tracking_emea_staging;
+            create table ocean_tracking_emea_staging._dlt_loads as select 'l1' as load_id;
+        """)  # fmt: skip
+
+    build_models(store, app_url=APP_URL, select=["stg_terminals"])
+    build_models(store, app_url=APP_URL, select=["stg_terminals"], raw_schema="ocean_tracking_emea",
+                 analytics_schema="analytics_emea")  # fmt: skip
+
+    with store.connect(read_only=True) as con:
+        tables = _tables_by_schema(con)
+    assert tables["analytics"] == {"container_status"}
+    assert tables["_analytics_staging"] == {"stg_terminals"}
+    assert "ocean_tracking_staging" not in tables
+    assert tables["ocean_tracking_emea_staging"] == {"_dlt_loads"}, "a dataset is never dropped"
+
+
 # ---- a raw table or column dlt has not created yet ------------------------------------------------------
 
 
@@ -625,14 +704,18 @@ def test_missing_raw_table_and_columns_read_as_typed_nulls_and_leave_nothing_beh
         con.execute("create schema ocean_tracking")
         # dlt created `terminals` with two of the columns stg_terminals reads: the rest read as null
         con.execute("create table ocean_tracking.terminals as select 't1' as id, 'Pier 400' as name")
-    rows = build_models(store, app_url=APP_URL, select=["stg_container_holds", "stg_terminals"])
-    assert rows == {"stg_container_holds": 0, "stg_terminals": 1}
+    assert build_models(store, app_url=APP_URL, select=["stg_container_holds", "stg_terminals"]) == {}  # no mart
     with store.connect(read_only=True) as con:
+        rows = dict(con.execute("select 'stg_container_holds', count(*) from _analytics_staging.stg_container_holds"
+                                " union all select 'stg_terminals', count(*) from _analytics_staging.stg_terminals"
+                                ).fetchall())  # fmt: skip
+        assert rows == {"stg_container_holds": 0, "stg_terminals": 1}
         raw = con.execute(
             "select table_name from information_schema.tables where table_schema = 'ocean_tracking'"
         ).fetchall()
         assert raw == [("terminals",)]  # no stand-in for the missing child table
-        terminal = con.execute("select terminal_id, terminal_name, firms_code, port_id from analytics.stg_terminals").fetchall()
+        terminal = con.execute(
+            "select terminal_id, terminal_name, firms_code, port_id from _analytics_staging.stg_terminals").fetchall()
         types = dict(con.execute("select column_name, data_type from information_schema.columns"
                                  " where table_name = 'stg_container_holds'").fetchall())  # fmt: skip
     assert terminal == [("t1", "Pier 400", None, None)]

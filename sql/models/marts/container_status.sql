@@ -12,6 +12,8 @@
 -- `tracking_state` is the shipment's: `tracking`, `tracking_stopped` (the line stopped tracking it) or
 -- `left_account` (the service no longer lists it); only `tracking` rows are live. An inland destination
 -- reached by rail has its ETA/ATA in `inland_eta_at`/`inland_ata_at` (the leg itself: inland_legs).
+-- `picked_up_at` is when it went out full for delivery: from its inland destination when it went there by
+-- rail (`final_destination_full_out_at`), else from the POD terminal (`pod_full_out_at`).
 -- Key: container_id
 
 with containers as (
@@ -134,6 +136,7 @@ select
     containers.pod_discharged_at,
     containers.pod_full_out_at,
     containers.empty_terminated_at,
+    coalesce(containers.final_destination_full_out_at, containers.pod_full_out_at) as picked_up_at,
     containers.location_at_pod_terminal,
     containers.availability_known,
     containers.available_for_pickup,

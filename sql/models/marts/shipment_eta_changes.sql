@@ -1,9 +1,11 @@
--- shipment_eta_history: every change of a shipment's port-of-discharge ETA over time, as seen by the syncs.
+-- shipment_eta_changes: every change of a shipment's port-of-discharge ETA over time, as seen by the syncs.
 -- Grain: one row per shipment per POD ETA version (consecutive SCD2 versions whose `pod_eta_at` did not
 -- change, because another date changed, are merged into one). `valid_to` is null for the current ETA.
 -- `eta_change_hours` is the delta versus the previous version (positive = later, i.e. a delay);
 -- `eta_vs_original_hours` the delta versus the carrier's first ETA (`pod_original_eta_at`). Deltas are
 -- hours, not INTERVALs: Parquet (the lake's files) and most warehouses cannot store a negative interval.
+-- Built from the raw dlt table `shipment_eta_history` (every version of all six dates), whose name it
+-- once had too.
 -- Key: shipment_id, eta_version
 
 with versions as (
