@@ -88,7 +88,7 @@ def postgres_url(given: str | None) -> Iterator[str]:
     if given:
         yield given
         return
-    from tests.postgres_server import start_server, stop_server
+    from tests.support.postgres import start_server, stop_server
 
     server = start_server()
     try:

@@ -182,18 +182,18 @@ def run_sync(args: argparse.Namespace) -> int:
             unchanged = "" if export.written else " (no map changed: left as it was)"
             console.print(f"GeoParquet of the map features: {export.path}{unchanged}")
     elif not args.no_maps:
-        console.print(maps_elsewhere(target), soft_wrap=True)
+        console.print(maps_elsewhere(target, typed_view=bool(result.loaded.postgis_view)), soft_wrap=True)
     raise_if_excessive(result.loaded.issues)
     if warning := result.loaded.issues.warning():
         errors.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     return 0
 
 
-def maps_elsewhere(target: Target) -> str:
+def maps_elsewhere(target: Target, *, typed_view: bool) -> str:
     """On a destination other than the embedded warehouse: one line saying that no GeoParquet is written (it
-    and the PNG route maps are made from the embedded warehouse) and where the map features are instead."""
-    name = getattr(target.destination, "destination_name", target.destination)
-    view = f", typed by PostGIS in {target.dataset_name}.{GEO_VIEW}" if name == "postgres" else ""
+    and the PNG route maps are made from the embedded warehouse) and where the map features are instead (with
+    their PostGIS view when the load made one: `typed_view`)."""
+    view = f", typed by PostGIS in {target.dataset_name}.{GEO_VIEW}" if typed_view else ""
     return (f"No GeoParquet written: the GeoParquet export and the PNG route maps are made from the embedded "
             f"warehouse only (--destination ducklake or duckdb); the map features are in "
             f"{target.dataset_name}.map_features{view}.")

@@ -14,8 +14,8 @@ for it: a catalog closed attached can be left inconsistent) and closed. Each con
 at a time, so a PostgreSQL catalog's parallel load jobs each keep a connection of their own, as before. There is
 no public hook for this: the pool is built inside dlt's credentials on every configuration resolution (a
 credentials object of ours is copied into dlt's own type), so the two methods of `DuckLakeSqlClient` that open
-and close are wrapped; outside the block they run unchanged. Pinned by
-`tests/lake/test_compat.py` (one ATTACH of the lake per sync, the rows the same as without it).
+and close are wrapped; outside the block they run unchanged. Pinned by `tests/lake/test_compat.py` (one
+ATTACH of the lake per sync, every connection detached and closed at its end, the rows loaded as before).
 """
 
 from __future__ import annotations

@@ -168,6 +168,8 @@ class Account:
 
 setting(Account("<name>").api_key_env, f"a named account's key (its other settings fall back to `{ENV_PREFIX}*`)",
         default=f"required to sync it; never `{API_KEY_ENV}`")  # fmt: skip
+setting(Account("<name>").setting_env(WEBHOOK_SECRET_KEY), "a named account's webhook secret (a secret)",
+        default=f"the one `webhooks register --account` stored; never `{WEBHOOK_SECRET_ENV}`")  # fmt: skip
 
 # ---- local files -------------------------------------------------------------------------------------
 DEFAULT_DATA_DIR = "data"

@@ -55,12 +55,14 @@ class DatasetOfAnotherKeyError(ConfigurationError):
 
 @dataclass(frozen=True)
 class Loaded:
-    """What `load_account` did: dlt's load info, whether it first finished an interrupted load, and the
-    items that failed (skipped, listed in `sync_issues`)."""
+    """What `load_account` did: dlt's load info, whether it first finished an interrupted load, the items that
+    failed (skipped, listed in `sync_issues`), and on PostgreSQL whether the PostGIS view of the map features
+    was made (`publish_geometry_view`: None when there was nothing to make it from)."""
 
     load_info: LoadInfo
     finished_pending_load: bool
     issues: ItemIssuesReport
+    postgis_view: bool | None = None
 
 
 @dataclass
@@ -284,12 +286,13 @@ def _load_account(pipeline: dlt.Pipeline, source: DltSource, target: Target, cli
         raise locked from None
     info = load_waiting(pipeline, target)
     info.raise_on_failed_jobs()
+    postgis_view = None
     if store is not None:
         refresh_views(pipeline, target)
     else:
-        publish_geometry_view(pipeline, target.dataset_name)
+        postgis_view = publish_geometry_view(pipeline, target.dataset_name)
     source_state = pipeline.state.get("sources", {}).get(SOURCE_NAME, {})
-    return Loaded(info, finished, issues_of_load(source_state, info.loads_ids))
+    return Loaded(info, finished, issues_of_load(source_state, info.loads_ids), postgis_view)
 
 
 def refresh_views(pipeline: dlt.Pipeline, target: Target) -> None:
@@ -317,17 +320,18 @@ def sync_account(
     (`analytics`, or `analytics_<account>`)."""
     pipeline = make_pipeline(target, pipelines_dir)
     source = ocean_tracking(client=client, include_maps=include_maps, map_refresh_seconds=map_refresh_seconds)
-    loaded = load_account(pipeline, source, target, client=client, adopt_key=adopt_key)
-    result = SyncResult(loaded, client.stats())
-    store = target.store
-    schema = client.settings.account.analytics_schema
-    if store is not None:
-        if models:
-            result.model_rows = build_models(store, app_url=client.settings.app_url, raw_schema=target.dataset_name,
-                                             analytics_schema=schema)
-        with lake_connections_kept(), loader_session(pipeline, store) as con:
-            result.row_counts = count_rows(con, target.dataset_name)
-    elif models and is_postgres(pipeline):
-        result.model_rows = build_models_in_postgres(pipeline, app_url=client.settings.app_url,
-                                                     raw_schema=target.dataset_name, analytics_schema=schema)
+    with lake_connections_kept():  # the load and the summary's row counts share one attach of the lake
+        loaded = load_account(pipeline, source, target, client=client, adopt_key=adopt_key)
+        result = SyncResult(loaded, client.stats())
+        store = target.store
+        schema = client.settings.account.analytics_schema
+        if store is not None:
+            if models:
+                result.model_rows = build_models(store, app_url=client.settings.app_url,
+                                                 raw_schema=target.dataset_name, analytics_schema=schema)
+            with loader_session(pipeline, store) as con:
+                result.row_counts = count_rows(con, target.dataset_name)
+        elif models and is_postgres(pipeline):
+            result.model_rows = build_models_in_postgres(pipeline, app_url=client.settings.app_url,
+                                                         raw_schema=target.dataset_name, analytics_schema=schema)
     return result

@@ -1,5 +1,6 @@
 # Sourced by scripts/demo and scripts/test: installs uv into a private tools venv and syncs the
-# locked environment into .venv. Needs only a Python 3.11 interpreter on PATH.
+# locked environment into .venv. Needs only a Python 3.11 interpreter on PATH. Leaves how long each step
+# took in install_seconds and dbt_parse_seconds (scripts/test prints them).
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
@@ -10,6 +11,7 @@ if ! "$python_bin" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; t
   exit 1
 fi
 
+install_started=$SECONDS
 uv_version="0.13.8"
 if [ ! -x .tools/bin/uv ] || [ "$(.tools/bin/uv --version | cut -d' ' -f2)" != "$uv_version" ]; then
   "$python_bin" -m venv .tools
@@ -17,7 +19,10 @@ if [ ! -x .tools/bin/uv ] || [ "$(.tools/bin/uv --version | cut -d' ' -f2)" != "
 fi
 export UV_PYTHON_DOWNLOADS=never
 .tools/bin/uv sync --frozen --all-extras --python "$python_bin" --quiet
+install_seconds=$((SECONDS - install_started))
 # The dbt manifest the Dagster definitions load (sql/target/manifest.json): made here, never at import.
+parse_started=$SECONDS
 .venv/bin/dbt parse --project-dir sql --profiles-dir sql --quiet
+dbt_parse_seconds=$((SECONDS - parse_started))
 export PATH="$repo_root/.venv/bin:$PATH"
 export RUNTIME__DLTHUB_TELEMETRY=false

@@ -1,162 +1,192 @@
-"""Shared fixtures: a REAL sandbox server over loopback (session-scoped, read-mostly) and a factory
-for function-scoped servers (state mutation, short rate windows, faults)."""
+"""The fixtures every test may ask for; the helpers tests import live in `tests/support/` (nothing imports a
+conftest module).
+
+- isolation, for every test (`_isolated`): every host-wide place a run touches is the test's own;
+- the session's sandbox (`sandbox`, one per worker, frozen) and a sandbox of a test's own (`own_sandbox`, the
+  same world; `make_sandbox` for other faults, limits, keys or clocks);
+- states built once for the whole run, read-only (`synced`: one sync of that world into a lake; `built`: the
+  models built over a copy of it), and a writable copy for a test that changes it (`synced_copy`);
+- real servers: PostgreSQL + PostGIS (`postgres_server`, `postgres_database`), S3 (`s3_server`, `s3_bucket`);
+- a throwaway Dagster instance (`dagster_instance`).
+"""
 
 from __future__ import annotations
 
+import json
 import os
-import subprocess
-import sys
+import tempfile
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-FULL_KEY = "sbx_test_full_5f2b8c1d9e7a4b3c"
-FULL_KEY_2 = "sbx_test_full_second_77aa11bb"
-BASIC_KEY = "sbx_test_basic_0a9b8c7d6e5f"
-REVOKED_KEY = "sbx_test_revoked_1122334455"
-SEED = 7
-SHIPMENTS = 60
-# Every sandbox a test starts begins at this instant, never at "now": the simulated world follows its clock
-# (holds appear and clear, vessels sail), so a world started at the wall clock differs from day to day.
-SANDBOX_START = datetime(2026, 11, 1, tzinfo=UTC)
+from tests.support import postgres, s3
+from tests.support.dagster import APP_URL, BuiltWarehouse, materialize_models
+from tests.support.lakes import checkpoint, copy_lake, lake_in
+from tests.support.sandboxes import FROZEN_WORLD, sandbox_server, start_sandbox
+from tests.support.shared import changed_files, shared_state
+from tests.support.syncs import SyncResult, sync_once
 
 
-REPO = Path(__file__).resolve().parents[1]
-
-# `postgres_server` (one real PostgreSQL + PostGIS a session) and `postgres_database` (a fresh one a test).
-pytest_plugins = ["tests.postgres_server", "tests.s3_server"]
-
-# Each holder prints "held" once it holds, then keeps holding until its stdin closes (`release`) or the
-# seconds run out.
-_HOLD_DUCKDB = """
-import duckdb, select, sys
-con = duckdb.connect(sys.argv[2], read_only=sys.argv[3] == "ro")
-print("held", flush=True)
-select.select([sys.stdin], [], [], float(sys.argv[1]))
-"""
-_HOLD_LAKE = """
-import select, sys
-from pipelines.warehouse.store import WarehouseStore
-
-store = WarehouseStore(catalog=sys.argv[2], data_path=sys.argv[3])
-if sys.argv[4] == "rw":
-    with store.writing():
-        print("held", flush=True)
-        select.select([sys.stdin], [], [], float(sys.argv[1]))
-else:
-    with store.connect(read_only=True) as con:
-        con.begin()  # an analyst's long transaction: it keeps reading the snapshot it began on
-        tables = con.execute("select table_schema, table_name from information_schema.tables "
-                             "where table_catalog = current_database() and table_type = 'BASE TABLE'").fetchall()
-        for schema, table in tables:
-            con.execute(f'select count(*) from {schema}."{table}"').fetchall()
-        print("held", flush=True)
-        select.select([sys.stdin], [], [], float(sys.argv[1]))
-"""
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A `serial` test says why it must run alone (`@pytest.mark.serial(reason=...)`): the mark is a cost (the
+    whole machine for one test), so it is never given without a reason."""
+    for item in items:
+        for mark in item.iter_markers("serial"):
+            if not mark.kwargs.get("reason"):
+                raise pytest.UsageError(f"{item.nodeid}: pytest.mark.serial needs reason='why it must run alone'")
 
 
-def _holder(script: str, seconds: float, *args: str) -> subprocess.Popen:
-    """Run `script` in another Python process and return once it says it holds what it holds."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", script, str(seconds), *args],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
-    )  # fmt: skip
-    assert holder.stdout.readline().strip() == "held"
-    return holder
-
-
-def hold_duckdb(path: Path, seconds: float, *, read_only: bool = False) -> subprocess.Popen:
-    """Another process (an analyst, another run) holding the DuckDB file `path` for `seconds`; returns once
-    it holds it. The caller kills it, waits for it, or lets it go with `release`."""
-    return _holder(_HOLD_DUCKDB, seconds, str(path), "ro" if read_only else "rw")
-
-
-def hold_lake(store, seconds: float, *, read_only: bool = False) -> subprocess.Popen:
-    """Another process holding the DuckLake `store` for `seconds`; returns once it holds it. Writing (the
-    default): a model run, a maintenance run or a publish, holding the one writer lock (`store.writing()`).
-    `read_only`: an analyst's session, attached read-only with a transaction open. The caller kills it,
-    waits for it, or lets it go with `release`."""
-    return _holder(_HOLD_LAKE, seconds, store.catalog, store.data_path, "ro" if read_only else "rw")
-
-
-def release(holder: subprocess.Popen) -> None:
-    """Let a holder go as its owner would (it closes its session or lock and exits), and wait for it."""
-    holder.stdin.close()
-    assert holder.wait(30) == 0
-
-
-def lake_in(data_dir: Path):
-    """The DuckLake a process with `OCEAN_TRACKING_DATA_DIR=data_dir` uses by default (the suite's
-    default warehouse): its SQLite catalog and data folder under `data_dir/ducklake`."""
-    from pipelines.warehouse.store import default_lake_in
-
-    return default_lake_in(data_dir)
+# Settings a developer's shell may carry that would point a test's runs elsewhere: left out of every test.
+_OUR_PREFIXES = ("OCEAN_TRACKING_", "SOURCES__OCEAN_TRACKING__", "DESTINATION__")
 
 
 @pytest.fixture(autouse=True)
-def _data_dir_in_tmp(tmp_path, monkeypatch) -> None:
-    """Every test's default data folder (the DuckLake, the write-back journal, exports) is `tmp_path/data`,
-    never the repository's `data/`, for the test and the processes it starts, and a developer's warehouse
-    settings are left out: `lake_in(tmp_path / "data")` is the warehouse a command run without a warehouse
-    option writes."""
-    from pipelines.settings import DATA_DIR_ENV
-    from tests.e2e.conftest import WAREHOUSE_ENV
-
-    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
-    for name in WAREHOUSE_ENV:
-        monkeypatch.delenv(name, raising=False)
-
-
-def shared_dir() -> Path:
-    """The shared reference dir: `<repo>/../shared`, or $OCEAN_TRACKING_SHARED_DIR."""
-    env = os.environ.get("OCEAN_TRACKING_SHARED_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared"
-
-
-def _settings(**overrides):
-    from sandbox.config import Settings
-
-    base = dict(host="127.0.0.1", port=0, seed=SEED, shipments=SHIPMENTS, api_keys=[FULL_KEY, FULL_KEY_2],
-                no_routing_keys=[BASIC_KEY], revoked_keys=[REVOKED_KEY], signing_secret="test-secret",
-                start=SANDBOX_START)
-    base.update(overrides)
-    return Settings(**base)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every place a run writes outside its warehouse is the test's own, for the test and the processes it
+    starts: the data folder (the default lake, the journals, GeoParquet, maps: `lake_in(tmp_path / "data")` is
+    the warehouse a command run without a warehouse option writes), the temporary folder (the default rate
+    limiter's file lives there), dlt's folder (its pipelines' working folders) and DAGSTER_HOME. A developer's
+    own settings are left out."""
+    for name in [name for name in os.environ if name.startswith(_OUR_PREFIXES)]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("OCEAN_TRACKING_DATA_DIR", str(tmp_path / "data"))
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # Python caches the temporary folder: ask again
+    monkeypatch.setenv("DLT_DATA_DIR", str(tmp_path / "dlt-home"))
+    (tmp_path / "dagster-home").mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster-home"))
 
 
-def _world(settings):
-    from sandbox.world import SimClock, World
-
-    start = settings.start_time()
-    return World(settings.seed, settings.shipments, start), SimClock(start, settings.speed)
+# ---- sandboxes ----------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
 def sandbox() -> Iterator:
-    """A session-wide server with generous limits (so the suite never trips them) and no faults."""
-    from sandbox.server import SandboxServer
-
-    settings = _settings(limits={"default": 100_000, "tracking_requests_create": 100_000,
-                                 "infer_number": 100_000, "refresh": 100_000})
-    server = SandboxServer(settings, *_world(settings)).start()
+    """The session's sandbox (one per worker): the suite's world, frozen at its start instant, with limits no
+    sync reaches and no faults. Tests only read it; a test that moves its clock or changes its world uses
+    `own_sandbox` instead."""
+    server = start_sandbox(**FROZEN_WORLD)
     yield server
     server.stop()
 
 
 @pytest.fixture
 def make_sandbox() -> Iterator[Callable[..., object]]:
-    """Factory for fresh servers (own world, limits, faults); all are stopped after the test."""
-    from sandbox.server import SandboxServer
-
+    """Factory for sandboxes of the test's own (`tests.support.sandboxes.sandbox_settings` overrides: faults,
+    limits, keys, clock); all are stopped after the test."""
     started = []
 
     def make(**overrides):
-        settings = _settings(**overrides)
-        server = SandboxServer(settings, *_world(settings)).start()
+        server = start_sandbox(**overrides)
         started.append(server)
         return server
 
     yield make
-    for s in started:
-        s.stop()
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def own_sandbox(make_sandbox):
+    """A sandbox of the test's own holding the session's world (frozen, generous limits): the test may move
+    its clock or write to it, and a copy of the `synced` lake is this sandbox's lake."""
+    return make_sandbox(**FROZEN_WORLD)
+
+
+# ---- states built once, shared read-only ----------------------------------------------------------------
+
+
+def _sync_the_suites_world(folder: Path) -> None:
+    """One full sync (maps included, no models) of the suite's world into `folder/data`."""
+    with sandbox_server(**FROZEN_WORLD) as server:
+        result = sync_once(server, folder)
+    checkpoint(result.store)
+    (folder / "stats.json").write_text(json.dumps(result.stats))
+
+
+@pytest.fixture(scope="session")
+def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SyncResult]:
+    """The suite's world synced once into a lake, for the whole run (every worker): read it, never write it
+    (take `synced_copy` to write). Its `stats` are what that first sync spent."""
+    folder = shared_state(tmp_path_factory, "synced", _sync_the_suites_world)
+    yield SyncResult(json.loads((folder / "stats.json").read_text()), lake_in(folder / "data"), folder)
+    assert not changed_files(folder), f"a test wrote into the shared lake: {changed_files(folder)}"
+
+
+@pytest.fixture
+def synced_copy(synced: SyncResult, tmp_path: Path) -> SyncResult:
+    """A writable copy of the `synced` lake as the test's own default lake (`tmp_path/data`, where a command
+    the test runs loads without a warehouse option): `sync_once(own_sandbox, tmp_path)` continues from it as a
+    second sync would."""
+    return SyncResult(synced.stats, copy_lake(synced.workdir / "data", tmp_path / "data"), tmp_path)
+
+
+@pytest.fixture(scope="session")
+def built(synced: SyncResult, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuiltWarehouse]:
+    """The `synced` lake with every model built by its Dagster assets (dbt's tests run as their checks), for
+    the whole run: read it, never write it (a test that writes works on its own `copy_lake`)."""
+
+    def build(folder: Path) -> None:
+        copy_lake(synced.workdir / "data", folder / "data")
+        result = materialize_models(folder / "data", app_url=APP_URL)
+        assert result.success
+        checkpoint(lake_in(folder / "data"))
+        BuiltWarehouse.record(folder, result)
+
+    folder = shared_state(tmp_path_factory, "built", build)
+    yield BuiltWarehouse(folder)
+    assert not changed_files(folder), f"a test wrote into the shared models lake: {changed_files(folder)}"
+
+
+# ---- real servers ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[postgres.PostgresServer]:
+    """One real PostgreSQL + PostGIS server for the whole session, stopped and removed at its end."""
+    server = postgres.start_server()
+    try:
+        yield server
+    finally:
+        postgres.stop_server(server.root)
+
+
+@pytest.fixture
+def postgres_database(postgres_server: postgres.PostgresServer) -> Iterator[postgres.PostgresDatabase]:
+    """A fresh, empty database with PostGIS for one test, dropped after it."""
+    database = postgres_server.create_database()
+    try:
+        yield database
+    finally:
+        postgres_server.drop_database(database.name)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[s3.S3Server]:
+    """One real S3-compatible server (moto) for the whole session, stopped at its end."""
+    server = s3.start_server()
+    try:
+        yield server
+    finally:
+        s3.stop_server(server)
+
+
+@pytest.fixture
+def s3_bucket(s3_server: s3.S3Server) -> s3.S3Bucket:
+    """A fresh, empty bucket on the session's S3 server."""
+    return s3_server.create_bucket()
+
+
+# ---- Dagster ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dagster_instance():
+    """A throwaway Dagster instance in a temporary DAGSTER_HOME (runs, events, dlt working dirs)."""
+    import dagster as dg
+
+    with dg.instance_for_test() as instance:
+        yield instance

@@ -11,6 +11,8 @@ from pathlib import Path
 import grimp
 import pytest
 
+from tests.support.import_probe import IMPORT_PROBE
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pipelines", "assets", "sandbox", "demo")
 MAX_MODULE_LINES = 500
@@ -90,33 +92,6 @@ def test_modules_stay_readable_or_say_why_not():
             if len(lines) > MAX_MODULE_LINES and not any(LONG_MODULE_REASON in line for line in lines[:5]):
                 too_long.append(f"{path.relative_to(REPO_ROOT)} ({len(lines)} lines)")
     assert not too_long, f"split these, or say why at their top with '{LONG_MODULE_REASON} ...': {too_long}"
-
-
-IMPORT_PROBE = r"""
-import json, os, sys
-events = []
-WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND
-def audit(event, args):
-    if event == "open" and isinstance(args[0], (str, bytes)):
-        path, mode, flags = args
-        writes = (mode and any(c in str(mode) for c in "wax+")) or (isinstance(flags, int) and flags & WRITE_FLAGS)
-        if writes and path != os.devnull:
-            events.append(f"open for writing: {path}")
-    elif event == "sqlite3.connect":
-        events.append(f"sqlite3.connect: {args[0]}")
-    elif event == "socket.connect":
-        events.append(f"connect: {args[1]}")
-sys.addaudithook(audit)
-import duckdb
-def refuse(*args, **kwargs):
-    events.append(f"duckdb.connect{args}")
-    raise RuntimeError("no database at import")
-duckdb.connect = refuse
-import assets.definitions
-# requests is left out: dagster_dbt imports it (the models' assets are dagster-dbt's `@dbt_assets`)
-heavy = sorted(m for m in ("dlt", "geopandas", "matplotlib", "pandas", "pyarrow", "shapely") if m in sys.modules)
-print(json.dumps({"events": events, "heavy": heavy}))
-"""
 
 
 @pytest.fixture

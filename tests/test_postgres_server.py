@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from tests.postgres_server import start_server, stop_server
+from tests.support.postgres import start_server, stop_server
 
 
 def test_each_test_gets_an_empty_database_with_postgis(postgres_server, postgres_database):

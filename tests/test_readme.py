@@ -21,9 +21,9 @@ from demo.__main__ import DEMO_API_KEY, sandbox_arguments
 from pipelines.api.config import KNOWN_SETTINGS
 from pipelines.settings import API_KEY_ENV, DATASET_NAME
 from sandbox.launcher import start_sandbox
-from tests.conftest import lake_in
-from tests.e2e.conftest import cli_env
-from tests.readme import README, REPO, block_with, fenced_lines
+from tests.support.lakes import lake_in
+from tests.support.readme import README, REPO, block_with, fenced_lines
+from tests.support.syncs import cli_env
 
 WAREHOUSE_DOC = REPO / "docs" / "warehouse.md"
 NOT_RUN_HERE = {

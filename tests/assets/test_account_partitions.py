@@ -25,10 +25,11 @@ from dagster._utils.tags import TagConcurrencyLimitsCounter
 
 from pipelines.settings import Account, webhook_journal_path
 from pipelines.webhooks.journal import NotificationJournal
-from tests.conftest import FULL_KEY, REPO, _settings, _world, lake_in
-from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, WAREHOUSE_ENV, api_total
-from tests.pipelines.webhooks.helpers import body, notification
-from tests.test_architecture import IMPORT_PROBE
+from tests.support.import_probe import IMPORT_PROBE
+from tests.support.lakes import lake_in
+from tests.support.notifications import body, notification
+from tests.support.sandboxes import FROZEN_WORLD, FULL_KEY, REPO, api_total, sandbox_server
+from tests.support.syncs import WAREHOUSE_ENV
 
 OTHER_ACCOUNT_KEY = "sbx_test_partitions_other_5e1f09"  # the sandbox's second account
 WRONG_KEY = "sbx_test_partitions_unknown_77c2d4"  # a well-formed key the sandbox rejects (401)
@@ -54,12 +55,8 @@ def sensor_context(code, instance: dg.DagsterInstance, **kwargs) -> dg.SensorEva
 def server():
     """One sandbox for the module, its clock frozen, serving FULL_KEY's account and a second account to
     OTHER_ACCOUNT_KEY (own shipments, own rate budget)."""
-    from sandbox.server import SandboxServer
-
-    settings = _settings(start=FROZEN_START, speed=0.0, limits=GENEROUS_LIMITS, account_keys=[(OTHER_ACCOUNT_KEY,)])
-    sandbox = SandboxServer(settings, *_world(settings)).start()
-    yield sandbox
-    sandbox.stop()
+    with sandbox_server(**FROZEN_WORLD, account_keys=[(OTHER_ACCOUNT_KEY,)]) as sandbox:
+        yield sandbox
 
 
 @contextlib.contextmanager

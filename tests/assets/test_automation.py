@@ -10,7 +10,7 @@ from assets.automation import AUTOMATION_SENSOR_NAME, FOLLOWING_GROUPS
 from assets.definitions import defs
 from assets.ingest import INGEST_GROUP
 from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME, geoparquet_path, maps_dir
-from tests.assets.conftest import sandbox_resources
+from tests.support.dagster import sandbox_resources
 
 pytestmark = pytest.mark.slow
 

@@ -25,9 +25,9 @@ from pipelines.settings import (
     GEOPARQUET_FILE_NAME,
     RATE_WINDOW_ENV,
 )
-from tests.assets.conftest import TEST_RATE_WINDOW, warehouse_resource
-from tests.conftest import FULL_KEY
-from tests.readme import block_with
+from tests.support.dagster import TEST_RATE_WINDOW, warehouse_resource
+from tests.support.readme import block_with
+from tests.support.sandboxes import FULL_KEY
 
 pytestmark = pytest.mark.slow
 # The README's line that points DAGSTER_HOME at the project's instance: here the instance is a temporary

@@ -10,8 +10,8 @@ import pytest
 
 from assets.checks import CATALOG, ingest_checks
 from assets.ingest import INGEST_KEYS, asset_key, ocean_tracking_assets
-from tests.assets.conftest import sandbox_resources
-from tests.conftest import FULL_KEY
+from tests.support.dagster import sandbox_resources
+from tests.support.sandboxes import FULL_KEY
 
 pytestmark = pytest.mark.slow
 
@@ -129,14 +129,14 @@ def test_only_tracking_requests_can_be_materialized(sandbox, tmp_path, dagster_i
 
 
 def test_a_failing_map_is_a_warning_and_a_sync_issues_row_not_a_failed_run(
-    frozen_sandbox, tmp_path, dagster_instance, monkeypatch
+    own_sandbox, tmp_path, dagster_instance, monkeypatch
 ):
-    from tests.faults.test_item_isolation import first_container, set_routes
+    from tests.support.sandboxes import first_container, set_routes
 
     monkeypatch.setenv("SOURCES__OCEAN_TRACKING__BACKOFF_FACTOR", "0.01")  # every attempt fails: no use waiting
-    broken = first_container(frozen_sandbox)
-    set_routes(frozen_sandbox, [{"path": f"/v2/containers/{broken}/map_geojson", "status": 502}])
-    resources = sandbox_resources(frozen_sandbox, tmp_path)
+    broken = first_container(own_sandbox)
+    set_routes(own_sandbox, [{"path": f"/v2/containers/{broken}/map_geojson", "status": 502}])
+    resources = sandbox_resources(own_sandbox, tmp_path)
 
     result = dg.materialize(
         [ocean_tracking_assets, *ingest_checks], resources=resources, instance=dagster_instance,
@@ -157,15 +157,15 @@ def test_a_failing_map_is_a_warning_and_a_sync_issues_row_not_a_failed_run(
 
 
 def test_a_quarter_of_the_maps_failing_loads_what_arrived_then_fails_the_run(
-    frozen_sandbox, tmp_path, dagster_instance, monkeypatch
+    own_sandbox, tmp_path, dagster_instance, monkeypatch
 ):
-    from tests.faults.test_item_isolation import set_routes
+    from tests.support.sandboxes import set_routes
 
     monkeypatch.setenv("SOURCES__OCEAN_TRACKING__BACKOFF_FACTOR", "0.01")  # every attempt fails: no use waiting
-    set_routes(frozen_sandbox, [{"path": "/v2/containers/[0-3]*/map_geojson", "status": 500}])
+    set_routes(own_sandbox, [{"path": "/v2/containers/[0-3]*/map_geojson", "status": 500}])
 
     result = dg.materialize(
-        [ocean_tracking_assets], resources=sandbox_resources(frozen_sandbox, tmp_path), instance=dagster_instance,
+        [ocean_tracking_assets], resources=sandbox_resources(own_sandbox, tmp_path), instance=dagster_instance,
         raise_on_error=False,
     )  # fmt: skip
 

@@ -15,9 +15,8 @@ from assets.resources import Warehouse
 from assets.schedules import full_sync_schedule, refresh_schedule
 from assets.sensors import FOLLOW_UP_KEYS, pending_tracking_requests_sensor
 from pipelines.extract.budget import AccountSize, budget_per_hour, plan_refresh, refresh_cost
-from tests.assets.conftest import sandbox_resources, warehouse_resource
-from tests.conftest import FULL_KEY
-from tests.e2e.conftest import advance_clock
+from tests.support.dagster import sandbox_resources, warehouse_resource
+from tests.support.sandboxes import FULL_KEY, advance_clock
 
 # ---- budget (pure) ------------------------------------------------------------------------------------
 
@@ -143,12 +142,12 @@ def _status(warehouse: Warehouse, id_: str) -> str:
 
 
 @pytest.mark.slow
-def test_sensor_follows_a_pending_tracking_request_until_it_resolves(frozen_sandbox, tmp_path, dagster_instance):
-    resources = sandbox_resources(frozen_sandbox, tmp_path)
+def test_sensor_follows_a_pending_tracking_request_until_it_resolves(own_sandbox, tmp_path, dagster_instance):
+    resources = sandbox_resources(own_sandbox, tmp_path)
     sensor_resources = {k: resources[k] for k in ("warehouse", "ocean_tracking_api")}
     assert "no pending" in _evaluate(sensor_resources).skip_message  # nothing loaded yet
 
-    created = _create_tracking_request(frozen_sandbox)
+    created = _create_tracking_request(own_sandbox)
     load = dg.materialize(
         [ocean_tracking_assets, *ingest_checks],
         resources=resources,
@@ -158,7 +157,7 @@ def test_sensor_follows_a_pending_tracking_request_until_it_resolves(frozen_sand
     assert load.success and _status(resources["warehouse"], created) == "pending"
     assert "still pending" in _evaluate(sensor_resources).skip_message  # the clock has not moved
 
-    advance_clock(frozen_sandbox, 300)
+    advance_clock(own_sandbox, 300)
     result = _evaluate(sensor_resources)
     [request] = result.run_requests
     assert request.run_key.startswith("resolved-") and result.cursor

@@ -24,9 +24,10 @@ from pipelines.settings import webhook_journal_path
 from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread
 from pipelines.webhooks.registration import register_webhook
-from tests.assets.conftest import sandbox_resources
-from tests.e2e.conftest import advance_clock, make_client, sync_once
-from tests.pipelines.webhooks.helpers import body, notification
+from tests.support.dagster import sandbox_resources
+from tests.support.notifications import body, notification
+from tests.support.sandboxes import FROZEN_WORLD, advance_clock
+from tests.support.syncs import make_client
 
 
 def _evaluate(sensor, instance) -> dg.SensorResult | dg.SkipReason | dg.RunRequest:
@@ -79,9 +80,9 @@ def test_the_feed_check_passes_without_webhooks_and_warns_when_the_receiver_is_d
 
 
 @pytest.mark.slow
-def test_a_notifications_run_applies_the_journal_through_dagster(make_sandbox, dagster_instance, tmp_path: Path):
-    server = make_sandbox(speed=0.0, webhook_tick_seconds=0)
-    sync_once(server, tmp_path, include_maps=False)  # the lake the resources below point at
+def test_a_notifications_run_applies_the_journal_through_dagster(make_sandbox, synced_copy, dagster_instance,
+                                                                   tmp_path: Path):
+    server = make_sandbox(**FROZEN_WORLD, webhook_tick_seconds=0)  # the lake the resources below point at: the copy
     resources = sandbox_resources(server, tmp_path)
     registered: dict = {}
     with ReceiverThread(webhook_journal_path(), lambda: registered["secret"]) as receiver:

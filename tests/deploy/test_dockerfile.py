@@ -10,7 +10,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from tests.deploy.conftest import (
+from tests.support.deploy import (
     DOCKERFILE,
     DOCKERIGNORE,
     ROOT,

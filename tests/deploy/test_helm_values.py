@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import tomllib
 
-from tests.deploy.conftest import (
+from tests.support.deploy import (
     HELM_VALUES,
     INSTANCE_YAML,
     ROOT,

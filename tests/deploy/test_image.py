@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.conftest import ROOT, copy_sources, dockerfile_instructions, workdir
+from tests.support.deploy import ROOT, copy_sources, dockerfile_instructions, workdir
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,7 @@ from dagster._core.utils import make_new_run_id
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 from dagster_k8s import K8sRunLauncher
 
-from tests.deploy.conftest import (
+from tests.support.deploy import (
     ACCOUNT_TAG,
     INSTANCE_YAML,
     PARTITION_TAG,

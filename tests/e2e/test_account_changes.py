@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import requests
 
-from tests.conftest import FULL_KEY
-from tests.e2e.conftest import sync_once
+from tests.support.sandboxes import FULL_KEY
+from tests.support.syncs import sync_once
 
 HEADERS = {"Authorization": f"Token {FULL_KEY}", "Content-Type": "application/vnd.api+json"}
 
@@ -20,12 +20,12 @@ def _listed(server, path: str) -> list[dict]:
     return rows
 
 
-def test_custom_fields_land_and_follow_edits_and_deletions(fresh_sandbox, tmp_path):
-    first = sync_once(fresh_sandbox, tmp_path)
-    listed = _listed(fresh_sandbox, "/custom_fields")
+def test_custom_fields_land_and_follow_edits_and_deletions(own_sandbox, tmp_path):
+    first = sync_once(own_sandbox, tmp_path)
+    listed = _listed(own_sandbox, "/custom_fields")
     assert first.scalar("select count(*) from custom_fields") == len(listed) > 2
     assert first.scalar("select count(*) from custom_field_definitions") == len(
-        _listed(fresh_sandbox, "/custom_field_definitions"))
+        _listed(own_sandbox, "/custom_field_definitions"))
     # the polymorphic entity keeps its type; the definition resolves
     assert {row[0] for row in first.query("select distinct entity_type from custom_fields")} >= {"shipment", "container"}
     assert first.scalar("select count(*) from custom_fields where definition_id not in "
@@ -34,14 +34,14 @@ def test_custom_fields_land_and_follow_edits_and_deletions(fresh_sandbox, tmp_pa
     text_field = next(row for row in listed if isinstance(row["attributes"]["value"], str))
     deleted = next(row for row in listed if row["id"] != text_field["id"])
     patched = requests.patch(
-        f"{fresh_sandbox.base_url}/custom_fields/{text_field['id']}", headers=HEADERS, timeout=10,
+        f"{own_sandbox.base_url}/custom_fields/{text_field['id']}", headers=HEADERS, timeout=10,
         json={"data": {"type": "custom_field", "attributes": {"value": "PO-EDITED-1"}}},
     )
     assert patched.status_code == 200, patched.text
-    assert requests.delete(f"{fresh_sandbox.base_url}/custom_fields/{deleted['id']}", headers=HEADERS,
+    assert requests.delete(f"{own_sandbox.base_url}/custom_fields/{deleted['id']}", headers=HEADERS,
                            timeout=10).status_code in (200, 204)
 
-    second = sync_once(fresh_sandbox, tmp_path)
+    second = sync_once(own_sandbox, tmp_path)
     assert second.scalar("select count(*) from custom_fields") == len(listed) - 1
     assert second.scalar(f"select count(*) from custom_fields where id = '{deleted['id']}'") == 0
     assert second.scalar(f"select value from custom_fields where id = '{text_field['id']}'") == '"PO-EDITED-1"'
@@ -54,14 +54,14 @@ def test_shipments_that_leave_the_account_are_flagged_and_come_back(make_sandbox
     """The same account, first with 60 shipments, then served by a sandbox of the same seed holding 50 of
     them (the world is generated shipment by shipment, so the smaller one is a prefix): the ten missing
     ones are flagged, kept in `shipments`; served the 60 again, they drop out of `departed_shipments`."""
-    from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS
+    from tests.support.sandboxes import GENEROUS_LIMITS, SANDBOX_START
 
-    full = make_sandbox(limits=GENEROUS_LIMITS, start=FROZEN_START, speed=0.0, shipments=60)
+    full = make_sandbox(limits=GENEROUS_LIMITS, start=SANDBOX_START, speed=0.0, shipments=60)
     first = sync_once(full, tmp_path)
     held = {row[0] for row in first.query("select id from shipments")}
     full.stop()
 
-    fewer = make_sandbox(limits=GENEROUS_LIMITS, start=FROZEN_START, speed=0.0, shipments=50)
+    fewer = make_sandbox(limits=GENEROUS_LIMITS, start=SANDBOX_START, speed=0.0, shipments=50)
     still_listed = {row["id"] for row in _listed(fewer, "/shipments")}
     assert still_listed < held, "the smaller world should be a prefix of the larger one"
     second = sync_once(fewer, tmp_path)
@@ -71,6 +71,6 @@ def test_shipments_that_leave_the_account_are_flagged_and_come_back(make_sandbox
     assert {row[0] for row in second.query("select id from shipments")} == held  # kept, not deleted
     fewer.stop()
 
-    back = make_sandbox(limits=GENEROUS_LIMITS, start=FROZEN_START, speed=0.0, shipments=60)
+    back = make_sandbox(limits=GENEROUS_LIMITS, start=SANDBOX_START, speed=0.0, shipments=60)
     third = sync_once(back, tmp_path)
     assert third.scalar("select count(*) from departed_shipments") == 0

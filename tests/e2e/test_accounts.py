@@ -16,15 +16,11 @@ from pipelines.api.accounts import account_named, configured_accounts
 from pipelines.api.config import key_fingerprint, load_settings
 from pipelines.errors import ConfigurationError
 from pipelines.settings import Account
-from tests.conftest import FULL_KEY, FULL_KEY_2, _holder, lake_in, release
-from tests.e2e.conftest import api_total, cli_env
-from tests.faults.test_clear_errors import one_error_line, sync_command
-from tests.faults.test_sync_faults import FROZEN
-
-OTHER_ACCOUNT_KEY = "sbx_test_accounts_other_3c9d21"  # the sandbox's account-2
-ACCOUNTS = {"OCEAN_TRACKING_ACCOUNTS": "emea,apac",
-            "SOURCES__OCEAN_TRACKING__ACCOUNTS__EMEA__API_KEY": FULL_KEY,
-            "SOURCES__OCEAN_TRACKING__ACCOUNTS__APAC__API_KEY": OTHER_ACCOUNT_KEY}
+from tests.support.accounts import OTHER_ACCOUNT_KEY, accounts_env
+from tests.support.holders import _holder, release
+from tests.support.lakes import lake_in
+from tests.support.sandboxes import FROZEN_WORLD, FULL_KEY, FULL_KEY_2, api_total
+from tests.support.syncs import cli_env, one_error_line, sync_command
 
 
 def _stats(server) -> dict:
@@ -33,12 +29,6 @@ def _stats(server) -> dict:
 
 def _served_by_account(server) -> dict[str, int]:
     return {account: sum(buckets.values()) for account, buckets in _stats(server)["requests_by_account"].items()}
-
-
-def _accounts_env(server, workdir, **extra: str) -> dict[str, str]:
-    env = cli_env(server.base_url, workdir, **ACCOUNTS, **extra)
-    del env["SOURCES__OCEAN_TRACKING__API_KEY"]  # with accounts configured, only their own keys exist
-    return env
 
 
 def _sync(server, workdir, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -82,8 +72,8 @@ def test_an_account_reads_its_own_key_and_never_the_shared_one(monkeypatch):
 
 @pytest.mark.slow
 def test_two_accounts_land_in_their_own_datasets_and_models(make_sandbox, tmp_path):
-    server = make_sandbox(**FROZEN, account_keys=[(OTHER_ACCOUNT_KEY,)])
-    env = _accounts_env(server, tmp_path)
+    server = make_sandbox(**FROZEN_WORLD, account_keys=[(OTHER_ACCOUNT_KEY,)])
+    env = accounts_env(server, tmp_path)
 
     # both at once into a fresh lake: its creation is raced (one used to fail on `database is locked`)
     processes = {name: subprocess.Popen(sync_command("--no-maps", "--account", name), env=env, text=True,
@@ -111,7 +101,7 @@ def test_two_accounts_land_in_their_own_datasets_and_models(make_sandbox, tmp_pa
 def test_a_dataset_refuses_another_accounts_key_before_extracting_and_a_rejected_key_changes_nothing(
     make_sandbox, tmp_path
 ):
-    server = make_sandbox(**FROZEN, account_keys=[(OTHER_ACCOUNT_KEY,)])
+    server = make_sandbox(**FROZEN_WORLD, account_keys=[(OTHER_ACCOUNT_KEY,)])
     assert _sync(server, tmp_path, "--no-models", env=cli_env(server.base_url, tmp_path)).returncode == 0
     served = _served_by_account(server)
     kept = f"sha256:{key_fingerprint(FULL_KEY)}"
@@ -150,8 +140,8 @@ with WarehouseStore(catalog=sys.argv[2], data_path=sys.argv[3]).syncing(sys.argv
 
 
 def test_a_second_run_of_an_account_waits_and_another_account_does_not(make_sandbox, tmp_path):
-    server = make_sandbox(**FROZEN, account_keys=[(OTHER_ACCOUNT_KEY,)])
-    env = _accounts_env(server, tmp_path)
+    server = make_sandbox(**FROZEN_WORLD, account_keys=[(OTHER_ACCOUNT_KEY,)])
+    env = accounts_env(server, tmp_path)
     store = lake_in(tmp_path / "data")
     running = _holder(_HOLD_SYNC_LOCK, 600, store.catalog, store.data_path, "ocean_tracking_emea")  # emea's first run
     try:

@@ -8,17 +8,17 @@ import shutil
 import subprocess
 import sys
 
-from tests.conftest import BASIC_KEY, FULL_KEY, lake_in
-from tests.e2e.conftest import ENTITY_TABLES as RAW_ENTITY_TABLES
-from tests.e2e.conftest import (
-    FROZEN_START,
-    GENEROUS_LIMITS,
+from tests.support.lakes import lake_in
+from tests.support.sandboxes import (
+    BASIC_KEY,
+    FROZEN_WORLD,
+    FULL_KEY,
     advance_clock,
     api_total,
-    cli_env,
     sandbox_stats,
-    sync_once,
 )
+from tests.support.syncs import ENTITY_TABLES as RAW_ENTITY_TABLES
+from tests.support.syncs import cli_env, sync_once
 
 ENTITY_TABLES = (*RAW_ENTITY_TABLES, "map_features")
 
@@ -31,14 +31,14 @@ def _duplicate_ids(result, table: str) -> int:
     return result.scalar(f"select count(*) - count(distinct id) from {table}")
 
 
-def test_full_load_lands_every_table_with_the_services_counts(fresh_sandbox, tmp_path):
-    result = sync_once(fresh_sandbox, tmp_path)
+def test_full_load_lands_every_table_with_the_services_counts(synced, sandbox):
+    result = synced  # one full sync of the world `sandbox` serves
 
     for table in ENTITY_TABLES:
         assert result.scalar(f"select count(*) from {table}") > 0, table
-    assert result.scalar("select count(*) from shipments") == api_total(fresh_sandbox, "/shipments")
-    assert result.scalar("select count(*) from containers") == api_total(fresh_sandbox, "/containers")
-    assert result.scalar("select count(*) from parties") == api_total(fresh_sandbox, "/parties")
+    assert result.scalar("select count(*) from shipments") == api_total(sandbox, "/shipments")
+    assert result.scalar("select count(*) from containers") == api_total(sandbox, "/containers")
+    assert result.scalar("select count(*) from parties") == api_total(sandbox, "/parties")
     for table in ENTITY_TABLES[:-1]:
         assert _duplicate_ids(result, table) == 0, table
     # attributes are plain columns, relationships are <name>_id columns
@@ -68,8 +68,8 @@ def test_full_load_lands_every_table_with_the_services_counts(fresh_sandbox, tmp
                          "'ocean_tracking' and table_name = 'ports' and column_name = 'latitude'") == "DOUBLE"
 
 
-def test_map_features_are_typed_rows_with_real_geometries(fresh_sandbox, tmp_path):
-    result = sync_once(fresh_sandbox, tmp_path)
+def test_map_features_are_typed_rows_with_real_geometries(synced):
+    result = synced
 
     types = {row[0] for row in result.query("select distinct feature_type from map_features")}
     assert {"port", "past_vessel_locations"} <= types
@@ -85,11 +85,10 @@ def test_map_features_are_typed_rows_with_real_geometries(fresh_sandbox, tmp_pat
     assert mismatched == 0
 
 
-def test_second_run_adds_nothing_and_spends_only_the_pages(fresh_sandbox, tmp_path):
-    first = sync_once(fresh_sandbox, tmp_path)
-    counts = {table: first.scalar(f"select count(*) from {table}") for table in ENTITY_TABLES}
+def test_second_run_adds_nothing_and_spends_only_the_pages(synced, own_sandbox, synced_copy):
+    counts = {table: synced.scalar(f"select count(*) from {table}") for table in ENTITY_TABLES}
 
-    second = sync_once(fresh_sandbox, tmp_path)
+    second = sync_once(own_sandbox, synced_copy.workdir)  # the first is the shared one, of the same frozen world
 
     assert {table: second.scalar(f"select count(*) from {table}") for table in ENTITY_TABLES} == counts
     for table in ENTITY_TABLES[:-1]:
@@ -97,7 +96,7 @@ def test_second_run_adds_nothing_and_spends_only_the_pages(fresh_sandbox, tmp_pa
     # the minimum: the shipment pages, then one page each of tracking requests (incremental), parties,
     # shipping lines, custom field definitions and custom fields; no map is due within the hour, no
     # reference id is new, every event arrived in the pages
-    shipment_pages = -(-api_total(fresh_sandbox, "/shipments") // 100)
+    shipment_pages = -(-api_total(own_sandbox, "/shipments") // 100)
     assert second.stats["requests"] == {"default": shipment_pages + 5}
     # nothing unchanged is written again (on the lake a merged row is a rewritten file): only the tracking
     # requests' lag window is re-read and reloaded
@@ -110,16 +109,15 @@ def test_second_run_adds_nothing_and_spends_only_the_pages(fresh_sandbox, tmp_pa
     assert second.scalar("select max(length(state)) from _dlt_pipeline_state") < 4096
     assert second.scalar("select count(*) from fetch_log") >= counts["shipments"] + counts["containers"]
     # loaded packages keep their schema and state, not their data files
-    assert list((tmp_path / "dlt").rglob("*.parquet")) == []
+    assert list((synced_copy.workdir / "dlt").rglob("*.parquet")) == []
 
 
-def test_changes_land_after_the_clock_moves(fresh_sandbox, tmp_path):
-    first = sync_once(fresh_sandbox, tmp_path)
-    etas_before = dict(first.query("select id, pod_eta_at from shipments"))
-    events_before = first.scalar("select count(*) from transport_events")
+def test_changes_land_after_the_clock_moves(synced, own_sandbox, synced_copy):
+    etas_before = dict(synced.query("select id, pod_eta_at from shipments"))
+    events_before = synced.scalar("select count(*) from transport_events")
 
-    advance_clock(fresh_sandbox, 5 * 24 * 3600)
-    second = sync_once(fresh_sandbox, tmp_path)
+    advance_clock(own_sandbox, 5 * 24 * 3600)
+    second = sync_once(own_sandbox, synced_copy.workdir)  # the first is the shared one, of the same frozen world
 
     etas_after = dict(second.query("select id, pod_eta_at from shipments"))
     moved = {id_ for id_, eta in etas_before.items() if etas_after[id_] != eta}
@@ -131,18 +129,18 @@ def test_changes_land_after_the_clock_moves(fresh_sandbox, tmp_path):
     assert second.scalar("select count(*) from transport_events") > events_before
     assert _duplicate_ids(second, "transport_events") == 0
     # maps of containers at sea were due again after more than an hour
-    shipment_pages = -(-api_total(fresh_sandbox, "/shipments") // 100)
+    shipment_pages = -(-api_total(own_sandbox, "/shipments") // 100)
     assert second.stats["requests"]["default"] > shipment_pages + 3
 
 
-def test_incremental_state_survives_a_new_process(fresh_sandbox, tmp_path):
-    env = cli_env(fresh_sandbox.base_url, tmp_path)  # the default destination: the lake under tmp_path/data
+def test_incremental_state_survives_a_new_process(own_sandbox, tmp_path):
+    env = cli_env(own_sandbox.base_url, tmp_path)  # the default destination: the lake under tmp_path/data
     command = [sys.executable, "-m", "pipelines", "sync", "--no-progress"]
     by_id = ("GET /v2/vessels", "GET /v2/ports", "GET /v2/terminals")
-    start = sandbox_stats(fresh_sandbox)["requests_by_route"]
+    start = sandbox_stats(own_sandbox)["requests_by_route"]
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stdout + first.stderr
-    middle = sandbox_stats(fresh_sandbox)["requests_by_route"]
+    middle = sandbox_stats(own_sandbox)["requests_by_route"]
     first_spent = _route_delta(start, middle)
     assert any("map_geojson" in route for route in first_spent), first_spent
     assert any(route.startswith(by_id) for route in first_spent), first_spent
@@ -153,17 +151,17 @@ def test_incremental_state_survives_a_new_process(fresh_sandbox, tmp_path):
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
 
     assert second.returncode == 0, second.stdout + second.stderr
-    spent = _route_delta(middle, sandbox_stats(fresh_sandbox)["requests_by_route"])
+    spent = _route_delta(middle, sandbox_stats(own_sandbox)["requests_by_route"])
     assert not any("map_geojson" in route for route in spent), spent
     assert not any(route.startswith(by_id) for route in spent), spent
     assert FULL_KEY not in first.stdout + first.stderr + second.stdout + second.stderr
 
 
-def test_missing_routing_entitlement_turns_maps_off_with_one_warning(fresh_sandbox, tmp_path, caplog):
+def test_missing_routing_entitlement_turns_maps_off_with_one_warning(own_sandbox, tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="pipelines"):
-        result = sync_once(fresh_sandbox, tmp_path, key=BASIC_KEY)
+        result = sync_once(own_sandbox, tmp_path, key=BASIC_KEY)
 
-    assert result.scalar("select count(*) from shipments") == api_total(fresh_sandbox, "/shipments", BASIC_KEY)
+    assert result.scalar("select count(*) from shipments") == api_total(own_sandbox, "/shipments", BASIC_KEY)
     tables = {row[0] for row in result.query("select table_name from information_schema.tables")}
     assert "map_features" not in tables
     warnings = [r for r in caplog.records if "Routing Data entitlement" in r.getMessage()]
@@ -181,13 +179,10 @@ def test_full_speed_in_a_scaled_window_receives_no_429(make_sandbox, tmp_path):
     assert sandbox_stats(server)["rate_limited_by_key"] == {}
 
 
-def test_retry_after_is_honoured_under_a_429_storm(make_sandbox, tmp_path):
-    # two sandboxes frozen at one instant, so both serve the same world
-    frozen = {"start": FROZEN_START, "speed": 0.0, "limits": GENEROUS_LIMITS}
-    clean_server = make_sandbox(**frozen)
-    clean = sync_once(clean_server, tmp_path / "clean")
+def test_retry_after_is_honoured_under_a_429_storm(synced, make_sandbox, tmp_path):
+    clean = synced  # the shared world, synced without a fault
     assert clean.stats["responses_429"] == 0
-    stormy_server = make_sandbox(faults="429", fault_rate=0.2, **frozen)
+    stormy_server = make_sandbox(faults="429", fault_rate=0.2, **FROZEN_WORLD)
 
     stormy = sync_once(stormy_server, tmp_path / "stormy")
 

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.extract.source import SHIPMENT_INCLUDES
-from tests.e2e.conftest import SyncResult, sync_once
-from tests.e2e.fixture_server import (
+from tests.support.fixture_server import (
     Fixtures,
     LiveFixtureServer,
     parties_document,
@@ -23,6 +22,7 @@ from tests.e2e.fixture_server import (
     tracking_requests_document,
     transport_events_document,
 )
+from tests.support.syncs import SyncResult, sync_once
 
 # Shaped like a real key (not one of the sandbox keys, so no other server would accept it).
 LIVE_KEY = "t49_live_fixture_key_7c1e9a3f5b2d4e6a"

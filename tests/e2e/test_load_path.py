@@ -13,9 +13,9 @@ from assets.models import model_assets
 from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
 from pipelines.warehouse.models import project_models
 from pipelines.warehouse.tables import table_row_counts
-from tests.assets.conftest import sandbox_resources
-from tests.conftest import lake_in
-from tests.e2e.conftest import cli_env
+from tests.support.dagster import sandbox_resources
+from tests.support.lakes import lake_in
+from tests.support.syncs import cli_env
 
 pytestmark = pytest.mark.slow
 
@@ -28,8 +28,8 @@ def _tables_and_rows(store) -> dict[str, int]:
     }
 
 
-def test_cli_sync_and_dagster_leave_the_same_tables(fresh_sandbox, tmp_path):
-    env = cli_env(fresh_sandbox.base_url, tmp_path, SOURCES__OCEAN_TRACKING__APP_URL=fresh_sandbox.app_url)
+def test_cli_sync_and_dagster_leave_the_same_tables(own_sandbox, tmp_path):
+    env = cli_env(own_sandbox.base_url, tmp_path, SOURCES__OCEAN_TRACKING__APP_URL=own_sandbox.app_url)
     env["OCEAN_TRACKING_DATA_DIR"] = str(tmp_path / "cli")
     command = [sys.executable, "-m", "pipelines", "sync", "--no-progress",
                "--geoparquet", str(tmp_path / "cli" / "features.parquet")]  # fmt: skip
@@ -40,7 +40,7 @@ def test_cli_sync_and_dagster_leave_the_same_tables(fresh_sandbox, tmp_path):
     with dg.instance_for_test() as instance:
         result = dg.materialize(
             [ocean_tracking_assets, *model_assets],
-            resources=sandbox_resources(fresh_sandbox, dagster_dir),
+            resources=sandbox_resources(own_sandbox, dagster_dir),
             instance=instance,
         )
     assert result.success

@@ -13,8 +13,8 @@ from deltalake import DeltaTable
 from pipelines.geo.geoparquet import GeoParquetExport, export_map_features_geoparquet
 from pipelines.sync import sync_account
 from pipelines.warehouse.destinations import lake_target
-from tests.conftest import FULL_KEY
-from tests.e2e.conftest import SyncResult, api_total, make_client, sync_once
+from tests.support.sandboxes import FULL_KEY, api_total
+from tests.support.syncs import SyncResult, make_client
 
 
 def _lake_sync(server, workdir: Path) -> None:
@@ -38,12 +38,10 @@ def test_parquet_lake_merges_instead_of_appending(sandbox, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def exported(sandbox, tmp_path_factory) -> tuple[SyncResult, Path, GeoParquetExport]:
-    """One sync into a fresh lake and the GeoParquet exported from it, both in one work folder (read only)."""
-    workdir = tmp_path_factory.mktemp("exported")
-    result = sync_once(sandbox, workdir)
-    out = workdir / "map_features.parquet"
-    return result, out, export_map_features_geoparquet(result.store, out)
+def exported(synced, tmp_path_factory) -> tuple[SyncResult, Path, GeoParquetExport]:
+    """The GeoParquet exported from the shared `synced` lake into a folder of this module's."""
+    out = tmp_path_factory.mktemp("exported") / "map_features.parquet"
+    return synced, out, export_map_features_geoparquet(synced.store, out)
 
 
 def test_map_features_export_as_geoparquet(exported):
@@ -71,8 +69,8 @@ def test_map_features_export_as_geoparquet(exported):
     assert [p.name for p in out.parent.glob("*map_features*")] == [out.name]  # no partial file left behind
 
 
-def test_geoparquet_is_rewritten_only_when_the_map_features_changed(sandbox, tmp_path):
-    result = sync_once(sandbox, tmp_path)
+def test_geoparquet_is_rewritten_only_when_the_map_features_changed(synced_copy, tmp_path):
+    result = synced_copy  # the test deletes rows: its own copy of the shared lake
     out = tmp_path / "map_features.parquet"
     first = export_map_features_geoparquet(result.store, out)
     written = (out.read_bytes(), out.stat().st_mtime_ns)
@@ -99,10 +97,10 @@ def test_geoparquet_is_rewritten_only_when_the_map_features_changed(sandbox, tmp
 
 
 def test_api_key_is_in_no_file_the_sync_writes(exported):
-    _, out, _ = exported
+    synced, out, _ = exported
 
-    written = [path for path in out.parent.rglob("*") if path.is_file()]
-    assert out in written and len(written) > 5
+    written = [out, *(path for path in synced.workdir.rglob("*") if path.is_file())]
+    assert len(written) > 5
     needle = FULL_KEY.encode()
     leaking = [str(path) for path in written if needle in path.read_bytes()]
     assert leaking == []

@@ -15,8 +15,9 @@ from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
 from pipelines.warehouse.models import project_models, staging_schema
 from pipelines.warehouse.postgis import GEO_VIEW
 from pipelines.warehouse.tables import table_row_counts
-from tests.conftest import FULL_KEY, lake_in
-from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, cli_env
+from tests.support.lakes import lake_in
+from tests.support.sandboxes import FULL_KEY, GENEROUS_LIMITS, SANDBOX_START
+from tests.support.syncs import cli_env
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +47,7 @@ def _postgres_row_counts(database, schema: str = DATASET_NAME, *, views: bool = 
 
 # Three days into the frozen world a container is held at its terminal: every model has rows, the
 # holds' child table included (dlt creates it only once some container had a hold).
-HELD_START = FROZEN_START + timedelta(days=3)
+HELD_START = SANDBOX_START + timedelta(days=3)
 
 
 @pytest.fixture

@@ -20,8 +20,9 @@ from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread
 from pipelines.webhooks.registration import register_webhook
 from pipelines.webhooks.signing import signature
-from tests.conftest import FULL_KEY, lake_in
-from tests.e2e.conftest import advance_clock, make_client, sync_once
+from tests.support.lakes import copy_lake, lake_in
+from tests.support.sandboxes import FROZEN_WORLD, FULL_KEY, advance_clock, deliver_webhooks
+from tests.support.syncs import SyncResult, make_client, sync_once
 
 pytestmark = pytest.mark.slow
 HOURS = 3600
@@ -31,13 +32,6 @@ COMPARED_TABLES = {"shipments": "id", "containers": "shipment_id", "transport_ev
 # whole shipment, with no notification. A container a payload did not carry keeps its row but these; the
 # daily full sync brings them.
 POLL_STAMPS = frozenset({"pod_last_tracking_request_at", "shipment_last_tracking_request_at", "terminal_checked_at"})
-
-
-def tick(server) -> dict:
-    """Have the sandbox look for world changes now and deliver their notifications (once each)."""
-    response = requests.post(f"{server.root_url}/_sandbox/webhooks/tick", timeout=60)
-    response.raise_for_status()
-    return response.json()
 
 
 def rows_of(result, table: str, key: str, shipment_ids: set[str]) -> dict[str, dict]:
@@ -51,10 +45,11 @@ def rows_of(result, table: str, key: str, shipment_ids: set[str]) -> dict[str, d
 
 
 @pytest.fixture
-def world(make_sandbox, tmp_path: Path):
-    """A sandbox whose clock moves only when told, a full sync into lake A, and a receiver registered."""
-    server = make_sandbox(speed=0.0, webhook_tick_seconds=0)  # deliveries only when the test ticks
-    first = sync_once(server, tmp_path / "a", include_maps=False)
+def world(make_sandbox, synced, tmp_path: Path):
+    """A sandbox whose clock moves only when told, a full sync into lake A (a copy of the shared one, of the
+    same world), and a receiver registered."""
+    server = make_sandbox(**FROZEN_WORLD, webhook_tick_seconds=0)  # deliveries only when the test ticks
+    first = SyncResult(synced.stats, copy_lake(synced.workdir / "data", tmp_path / "a" / "data"), tmp_path / "a")
     journal_path = tmp_path / "journal.sqlite"
     with make_client(server, tmp_path / "a") as client:
         registered: dict = {}  # the receiver starts first, to have a URL; the secret comes with the webhook
@@ -67,7 +62,7 @@ def world(make_sandbox, tmp_path: Path):
 def test_a_targeted_refresh_loads_what_a_full_sync_loads_for_a_fraction_of_the_requests(world, tmp_path):
     server, first, journal_path, _, _ = world
     advance_clock(server, 6 * HOURS)
-    delivered = tick(server)
+    delivered = deliver_webhooks(server)
     with NotificationJournal(journal_path) as journal:
         pending = journal.pending()
         assert pending, f"the sandbox delivered nothing: {delivered}"
@@ -95,7 +90,7 @@ def test_a_targeted_refresh_loads_what_a_full_sync_loads_for_a_fraction_of_the_r
 def test_an_older_notification_after_a_newer_one_changes_nothing(world, tmp_path):
     server, first, journal_path, receiver, registration = world
     advance_clock(server, 6 * HOURS)
-    tick(server)
+    deliver_webhooks(server)
     target = ducklake_target(lake_in(tmp_path / "a" / "data"))
     with NotificationJournal(journal_path) as journal, make_client(server, tmp_path / "a") as client:
         newest = journal.pending()[-1]
@@ -139,7 +134,7 @@ def test_register_then_serve_then_refresh_from_the_command_line(make_sandbox, tm
         assert "created" in said and "updated" in said and registered["secret"] not in said
         assert oct(secrets_file.stat().st_mode & 0o777) == "0o600"
         advance_clock(server, 6 * HOURS)
-        tick(server)
+        deliver_webhooks(server)
     assert main(["refresh"]) == 0
     assert "Applied" in capsys.readouterr().out
     with NotificationJournal() as journal:

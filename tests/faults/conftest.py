@@ -1,4 +1,14 @@
-"""Fixtures every fault module shares. `clean_snapshot`, the fault-free reference, is defined next to
-`snapshot` in test_sync_faults.py; exposing it here lets a module request it without importing it."""
+"""The fault tests' reference: what a fault-free sync of the suite's world loads."""
 
-from tests.faults.test_sync_faults import clean_snapshot  # noqa: F401 (a fixture)
+from __future__ import annotations
+
+import pytest
+
+from tests.support.syncs import SyncResult, snapshot
+
+
+@pytest.fixture(scope="session")
+def clean_snapshot(synced: SyncResult) -> dict[str, list[tuple]]:
+    """The fault-free reference: every row of the shared `synced` lake (one sync of the frozen world), as
+    `snapshot` orders it."""
+    return snapshot(synced)

@@ -13,10 +13,19 @@ import time
 import pytest
 
 from pipelines.warehouse.store import duckdb_store
-from tests.conftest import FULL_KEY, FULL_KEY_2, hold_duckdb, hold_lake, lake_in, release
-from tests.e2e.conftest import SyncResult, api_total, cli_env, requests_served
-from tests.faults.test_kill_moments import FINISHED_PENDING, STAGES, packages_left
-from tests.faults.test_sync_faults import FROZEN, snapshot
+from tests.support.holders import hold_duckdb, hold_lake, release
+from tests.support.lakes import lake_in
+from tests.support.sandboxes import FROZEN_WORLD, FULL_KEY, FULL_KEY_2, api_total, requests_served
+from tests.support.syncs import (
+    FINISHED_PENDING,
+    STAGES,
+    SyncResult,
+    cli_env,
+    one_error_line,
+    packages_left,
+    snapshot,
+    sync_command,
+)
 
 pytestmark = pytest.mark.faults
 
@@ -26,11 +35,6 @@ def on_duckdb(path) -> tuple[str, ...]:
     return "--destination", "duckdb", "--duckdb", str(path)
 
 
-def sync_command(*extra: str) -> list[str]:
-    """`python -m pipelines sync` without the live progress line, plus `extra`."""
-    return [sys.executable, "-m", "pipelines", "sync", "--no-progress", *extra]
-
-
 def sync(server, workdir, *extra: str, **env: str) -> subprocess.CompletedProcess:
     """A sync without models and maps into the DuckLake under workdir/data (unless `extra` says otherwise);
     its limiter and dlt folders in workdir."""
@@ -38,18 +42,9 @@ def sync(server, workdir, *extra: str, **env: str) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=300)
 
 
-def one_error_line(done: subprocess.CompletedProcess) -> str:
-    """The one error line, which must end stderr (a notice of what the run waited for may precede it)."""
-    assert done.returncode == 2, done.stdout + done.stderr
-    lines = done.stderr.strip().splitlines()
-    errors = [line for line in lines if line.startswith("error:")]
-    assert len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in done.stderr, done.stderr
-    return errors[0]
-
-
 def test_a_warehouse_held_by_another_process_names_the_holder(make_sandbox, tmp_path):
     # the plain DuckDB option: any process that opens its file holds it (the lake's case is below)
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     warehouse = tmp_path / "warehouse.duckdb"
     holder = hold_duckdb(warehouse, 600)
     try:
@@ -68,7 +63,7 @@ def test_a_warehouse_held_by_another_process_names_the_holder(make_sandbox, tmp_
 
 
 def test_a_corrupt_limiter_file_is_named_with_the_remedy(make_sandbox, tmp_path):
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     (tmp_path / "limiter.sqlite").write_bytes(b"this is not a database" * 100)
 
     line = one_error_line(sync(server, tmp_path))
@@ -79,7 +74,7 @@ def test_a_corrupt_limiter_file_is_named_with_the_remedy(make_sandbox, tmp_path)
 
 
 def test_two_accounts_sharing_one_dlt_folder_never_share_a_working_folder(make_sandbox, tmp_path):
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     # one DuckLake per account: each account's data folder
     first = {"OCEAN_TRACKING_PIPELINES_DIR": str(tmp_path / "dlt"), "OCEAN_TRACKING_DATA_DIR": str(tmp_path / "a")}
     second = {**first, "OCEAN_TRACKING_DATA_DIR": str(tmp_path / "b"), "SOURCES__OCEAN_TRACKING__API_KEY": FULL_KEY_2}
@@ -102,7 +97,7 @@ def test_two_accounts_sharing_one_dlt_folder_never_share_a_working_folder(make_s
 
 def test_a_warehouse_taken_during_the_extraction_is_waited_for_not_thrown_away(make_sandbox, tmp_path, clean_snapshot):
     # the plain DuckDB option: an analyst's read-only session holds its file (never the lake, see below)
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     warehouse = tmp_path / "warehouse.duckdb"
     env = cli_env(server.base_url, tmp_path, OCEAN_TRACKING_LOCK_TIMEOUT_SECONDS="60")
     sync_process = subprocess.Popen(sync_command("--no-models", *on_duckdb(warehouse)), env=env,
@@ -127,7 +122,7 @@ def test_a_warehouse_taken_during_the_extraction_is_waited_for_not_thrown_away(m
 def test_a_sync_extracts_while_the_lake_is_written_then_waits_for_the_writer_and_loads(
     make_sandbox, tmp_path, clean_snapshot
 ):
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     writer = hold_lake(lake_in(tmp_path / "data"), 600)  # a model run, a maintenance run or a publish
     sync_process = subprocess.Popen(sync_command("--no-models"), env=cli_env(server.base_url, tmp_path),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -153,7 +148,7 @@ def test_a_sync_extracts_while_the_lake_is_written_then_waits_for_the_writer_and
 def test_a_lake_writer_that_never_lets_go_fails_the_sync_in_one_line_and_the_next_sync_loads_its_extraction(
     make_sandbox, tmp_path, clean_snapshot
 ):
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     env = cli_env(server.base_url, tmp_path, OCEAN_TRACKING_PIPELINES_DIR=str(tmp_path / "dlt"))
     writer = hold_lake(lake_in(tmp_path / "data"), 600)
     try:
@@ -181,7 +176,7 @@ def test_a_lake_writer_that_never_lets_go_fails_the_sync_in_one_line_and_the_nex
 
 
 def test_an_analysts_open_session_delays_neither_a_sync_nor_a_write_back_publish(make_sandbox, tmp_path):
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     assert sync(server, tmp_path).returncode == 0
     lake = SyncResult({}, lake_in(tmp_path / "data"))
     loads = lake.scalar("select count(*) from _dlt_loads")

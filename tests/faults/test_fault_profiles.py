@@ -15,8 +15,8 @@ import pytest
 import requests
 
 from sandbox.config import Settings as SandboxSettings
-from tests.e2e.conftest import sandbox_stats, sync_once
-from tests.faults.test_sync_faults import FROZEN, snapshot
+from tests.support.sandboxes import FROZEN_WORLD, sandbox_stats
+from tests.support.syncs import snapshot, sync_once
 
 pytestmark = pytest.mark.faults
 
@@ -27,7 +27,7 @@ FAULT_SEEDS = (101, 202, 303)
 @pytest.mark.parametrize("profile", ["5xx", "reset", "truncated"])
 def test_three_syncs_in_a_row_ride_out_the_profile(profile, make_sandbox, tmp_path, clean_snapshot):
     rate = SandboxSettings().fault_rate
-    server = make_sandbox(faults=profile, fault_rate=rate, **FROZEN)
+    server = make_sandbox(faults=profile, fault_rate=rate, **FROZEN_WORLD)
 
     for seed in FAULT_SEEDS:
         requests.post(

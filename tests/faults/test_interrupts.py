@@ -17,9 +17,8 @@ from pipelines.cli import interrupting_signal
 from pipelines.errors import ModelBuildError
 from pipelines.warehouse import models
 from pipelines.warehouse.store import duckdb_store
-from tests.e2e.conftest import cli_env, requests_served
-from tests.faults.test_clear_errors import sync_command
-from tests.faults.test_sync_faults import FROZEN
+from tests.support.sandboxes import FROZEN_WORLD, requests_served
+from tests.support.syncs import cli_env, sync_command
 
 pytestmark = pytest.mark.faults
 
@@ -34,7 +33,8 @@ def _interrupted_line(outputs: tuple[str, str], how: str) -> str:
 
 
 def test_ctrl_c_during_the_extraction_ends_the_sync_in_one_line(make_sandbox, tmp_path):
-    server = make_sandbox(**FROZEN, shipments=50)
+    # every answer a second late: the extraction is still running when the signal comes, however loaded the machine
+    server = make_sandbox(**FROZEN_WORLD, shipments=50, faults="slow", fault_rate=1.0, fault_delay=1.0)
     command = sync_command("--no-maps", "--no-models", "--duckdb", str(tmp_path / "warehouse.duckdb"))
     process = subprocess.Popen(command, env=cli_env(server.base_url, tmp_path), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)

@@ -7,28 +7,12 @@ import subprocess
 import sys
 
 import pytest
-import requests
 
-from tests.conftest import FULL_KEY, lake_in
-from tests.e2e.conftest import SyncResult, cli_env, sandbox_stats
-from tests.faults.test_sync_faults import FROZEN, snapshot
+from tests.support.lakes import lake_in
+from tests.support.sandboxes import FROZEN_WORLD, FULL_KEY, first_container, sandbox_stats, set_routes
+from tests.support.syncs import SyncResult, cli_env, snapshot
 
 pytestmark = pytest.mark.faults
-
-
-def set_routes(server, routes: list[dict]) -> None:
-    """Replace the sandbox's persistent route faults."""
-    requests.post(f"{server.root_url}/_sandbox/faults", json={"routes": routes}, timeout=10).raise_for_status()
-
-
-def first_container(server) -> str:
-    """The id of one container of the account."""
-    response = requests.get(
-        f"{server.base_url}/containers", params={"page[size]": 1}, headers={"Authorization": f"Token {FULL_KEY}"},
-        timeout=10,
-    )
-    response.raise_for_status()
-    return response.json()["data"][0]["id"]
 
 
 def run_sync(server, workdir) -> tuple[subprocess.CompletedProcess, SyncResult]:
@@ -64,7 +48,7 @@ def without_container(tables: dict[str, list[tuple]], container_id: str) -> dict
 def test_a_map_failing_every_time_is_skipped_listed_and_leaves_when_it_answers(
     status, body, make_sandbox, tmp_path, clean_snapshot
 ):
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     broken = first_container(server)
     set_routes(server, [{"path": f"/v2/containers/{broken}/map_geojson", "status": status, "body": body}])
 
@@ -98,7 +82,7 @@ def test_a_map_failing_every_time_is_skipped_listed_and_leaves_when_it_answers(
 def test_a_quarter_of_the_maps_failing_loads_the_rest_then_fails_the_sync_in_one_line(
     make_sandbox, tmp_path, clean_snapshot
 ):
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     set_routes(server, [{"path": "/v2/containers/[0-3]*/map_geojson", "status": 503}])
 
     done, result = run_sync(server, tmp_path)
@@ -113,7 +97,7 @@ def test_a_quarter_of_the_maps_failing_loads_the_rest_then_fails_the_sync_in_one
 
 
 def test_every_map_failing_stops_the_sync_early_and_commits_nothing(make_sandbox, tmp_path):
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     set_routes(server, [{"path": "/v2/containers/*/map_geojson", "status": 503}])
 
     done, result = run_sync(server, tmp_path)
@@ -128,7 +112,7 @@ def test_every_map_failing_stops_the_sync_early_and_commits_nothing(make_sandbox
 
 @pytest.mark.parametrize(("status", "meaning"), [(401, "API key"), (403, "Forbidden")])
 def test_a_refused_item_request_fails_the_sync_and_commits_nothing(status, meaning, make_sandbox, tmp_path):
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     set_routes(server, [{"path": "/v2/vessels/*", "status": status}])
 
     done, result = run_sync(server, tmp_path)
@@ -142,7 +126,7 @@ def test_a_refused_item_request_fails_the_sync_and_commits_nothing(status, meani
 
 
 def test_a_failing_list_page_fails_the_sync_and_leaves_the_previous_load_whole(make_sandbox, tmp_path):
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     first, before = run_sync(server, tmp_path)
     assert first.returncode == 0, first.stderr
     loads_before = before.query("select load_id, status from _dlt_loads order by load_id")
@@ -163,7 +147,7 @@ def test_a_failing_list_page_fails_the_sync_and_leaves_the_previous_load_whole(m
 def test_on_a_delta_lake_the_issue_row_is_written_then_deleted(make_sandbox, tmp_path):
     from deltalake import DeltaTable
 
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     broken = first_container(server)
     set_routes(server, [{"path": f"/v2/containers/{broken}/map_geojson", "status": 500}])
     env = cli_env(server.base_url, tmp_path, SOURCES__OCEAN_TRACKING__BACKOFF_FACTOR="0.01")

@@ -1,4 +1,4 @@
-"""A sync SIGKILLed at a chosen moment (tests/faults/kill_driver.py), then rerun with the plain CLI: the
+"""A sync SIGKILLed at a chosen moment (tests/support/kill_driver.py), then rerun with the plain CLI: the
 rerun finishes whatever load the killed run left pending and the warehouse (the default DuckLake) equals a
 clean run's."""
 
@@ -7,20 +7,16 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import lake_in
-from tests.e2e.conftest import SyncResult, cli_env, sandbox_stats
-from tests.faults.kill_driver import EXTRACT_KILL_AT_REQUEST, MARKER_ENV, MOMENTS
-from tests.faults.test_sync_faults import FROZEN, snapshot
+from tests.support.kill_driver import EXTRACT_KILL_AT_REQUEST, MARKER_ENV, MOMENTS
+from tests.support.lakes import lake_in
+from tests.support.sandboxes import FROZEN_WORLD, sandbox_stats
+from tests.support.syncs import FINISHED_PENDING, STAGES, SyncResult, cli_env, packages_left, snapshot
 
 pytestmark = pytest.mark.faults
 
-FINISHED_PENDING = "Finished the load an interrupted sync had left pending"
-# dlt's working folder: extracted packages, packages being normalized, normalized (to load), loaded
-STAGES = ("normalize/extracted", "load/new", "load/normalized", "load/loaded")
 # what each moment leaves, in packages per stage: the rerun must finish every extracted or normalized one
 LEFT_BEHIND = {
     "extract": (0, 0, 0, 0),
@@ -30,17 +26,11 @@ LEFT_BEHIND = {
     "load": (0, 0, 1, 0),
     "after_load": (0, 0, 0, 1),
 }
-def packages_left(workdir: Path) -> tuple[int, ...]:
-    """How many load packages dlt's working folder holds in each of `STAGES`."""
-    (root,) = (workdir / "dlt").glob("*/ocean_tracking")
-    return tuple(sum(1 for p in (root / stage).glob("*") if p.is_dir()) for stage in STAGES)
-
-
 @pytest.mark.parametrize("moment", MOMENTS)
 def test_a_sync_killed_at_a_moment_then_rerun_equals_a_clean_run(
     moment, make_sandbox, tmp_path, clean_snapshot
 ):
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     marker = tmp_path / "killed-at"
     env = cli_env(
         server.base_url,
@@ -52,7 +42,7 @@ def test_a_sync_killed_at_a_moment_then_rerun_equals_a_clean_run(
     sync = ["sync", "--no-progress"]
 
     killed = subprocess.run(
-        [sys.executable, "-m", "tests.faults.kill_driver", moment, *sync],
+        [sys.executable, "-m", "tests.support.kill_driver", moment, *sync],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr

@@ -12,57 +12,15 @@ import pytest
 import requests
 
 from pipelines.errors import MalformedResponseError
-from tests.conftest import FULL_KEY, lake_in
-from tests.e2e.conftest import (
-    ENTITY_TABLES,
-    FROZEN_START,
-    GENEROUS_LIMITS,
-    SyncResult,
-    cli_env,
-    requests_served,
-    sandbox_stats,
-    sync_once,
-)
+from tests.support.lakes import lake_in
+from tests.support.sandboxes import FULL_KEY, GENEROUS_LIMITS, SANDBOX_START, requests_served, sandbox_stats
+from tests.support.syncs import SyncResult, cli_env, snapshot, sync_once
 
 pytestmark = pytest.mark.faults
 
-FROZEN = {"start": FROZEN_START, "speed": 0.0, "limits": GENEROUS_LIMITS}
+FROZEN = {"start": SANDBOX_START, "speed": 0.0, "limits": GENEROUS_LIMITS}
 # fast retries so a fault run stays quick; the limits are the sandbox's, not the real service's
 QUICK_RETRIES = {"max_attempts": 8, "backoff_factor": 0.05, "max_retry_delay": 3.0}
-
-
-def snapshot(result: SyncResult) -> dict[str, list[tuple]]:
-    """Every entity row (dlt's load bookkeeping left out), nested holds and fees by their container,
-    and the map features by (container, index), all ordered: equal snapshots mean equal warehouses."""
-    tables = {
-        table: result.query(f"select columns(c -> not starts_with(c, '_dlt_')) from {table} order by id")
-        for table in ENTITY_TABLES
-    }
-    for nested in ("holds_at_pod_terminal", "fees_at_pod_terminal"):
-        exists = result.scalar(
-            f"select count(*) from information_schema.tables where table_name = 'containers__{nested}'"
-        )
-        if exists:
-            tables[nested] = result.query(
-                f"select c.id, n.* exclude (_dlt_parent_id, _dlt_id, _dlt_list_idx, _dlt_root_id) "
-                f"from containers__{nested} n join containers c on c._dlt_id = n._dlt_parent_id order by all"
-            )
-    tables["map_features"] = result.query(
-        "select container_id, feature_index, feature_type, geometry from map_features order by 1, 2"
-    )
-    return tables
-
-
-@pytest.fixture(scope="module")
-def clean_snapshot(tmp_path_factory):
-    """The fault-free reference: one sync of a frozen sandbox."""
-    from sandbox.config import Settings
-    from sandbox.server import SandboxServer
-    from tests.conftest import _settings, _world
-
-    settings: Settings = _settings(**FROZEN)
-    with SandboxServer(settings, *_world(settings)) as server:
-        return snapshot(sync_once(server, tmp_path_factory.mktemp("clean")))
 
 
 @pytest.mark.parametrize("profile", ["5xx", "429", "reset", "truncated", "mixed"])
@@ -114,7 +72,7 @@ def test_a_base_url_without_v2_fails_clearly_and_writes_nothing(make_sandbox, tm
 
 def test_a_process_killed_mid_sync_loses_nothing_on_rerun(make_sandbox, tmp_path, clean_snapshot):
     # a 1 s window and its real limits slow the sync down enough to kill it halfway
-    server = make_sandbox(start=FROZEN_START, speed=0.0, rate_window=1.0)
+    server = make_sandbox(start=SANDBOX_START, speed=0.0, rate_window=1.0)
     env = cli_env(server.base_url, tmp_path, window=1.0)
     command = [sys.executable, "-m", "pipelines", "sync", "--no-progress"]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -24,9 +24,9 @@ import requests
 
 from pipelines.settings import LIMITER_PATH_ENV, LIMITER_URL_ENV
 from pipelines.warehouse.store import WarehouseStore, ducklake_store
-from tests.conftest import FULL_KEY, REPO, SANDBOX_START
-from tests.e2e.conftest import api_total, cli_env
 from tests.lake.test_lake_across_hosts import BUCKET_URL_ENV, CATALOG_ENV
+from tests.support.sandboxes import FULL_KEY, REPO, SANDBOX_START, api_total
+from tests.support.syncs import cli_env
 
 pytestmark = pytest.mark.slow
 APAC_KEY = "sbx_test_hosts_apac_6e0b4f"  # the sandbox's account-2

@@ -15,8 +15,8 @@ from pipelines.settings import WRITEBACK_JOURNAL_FILE_NAME, WRITEBACK_SCHEMA
 from pipelines.warehouse.backup import backup_lake, restore_lake
 from pipelines.warehouse.store import WarehouseStore
 from pipelines.writeback.store import WritebackStore
-from tests.conftest import lake_in
-from tests.e2e.conftest import cli_env, sync_once
+from tests.support.lakes import lake_in
+from tests.support.syncs import cli_env, sync_once
 
 ROW = {"row_key": "backup-test-row", "row_index": 1, "request_number": "MEDU1234567", "request_type": "bill_of_lading",
        "scac": "MSCU"}  # fmt: skip
@@ -38,9 +38,9 @@ def _tables(store: WarehouseStore) -> dict[str, int]:
 
 
 @pytest.mark.slow
-def test_backup_then_restore_into_an_empty_dir_keeps_everything_and_syncs_on(fresh_sandbox, tmp_path):
-    original = tmp_path / "original"
-    first = sync_once(fresh_sandbox, original)
+def test_backup_then_restore_into_an_empty_dir_keeps_everything_and_syncs_on(own_sandbox, synced_copy, tmp_path):
+    first = synced_copy  # the first sync: a copy of the shared one, of the world own_sandbox serves
+    original = first.workdir
     journal = WritebackStore(original / "data" / WRITEBACK_JOURNAL_FILE_NAME)
     try:
         journal.record_tracking_outcome(ROW, "created", tracking_request_id="tr-1", http_status=201)
@@ -52,7 +52,7 @@ def test_backup_then_restore_into_an_empty_dir_keeps_everything_and_syncs_on(fre
     assert before[f"{WRITEBACK_SCHEMA}.tracking_request_outcomes"] == 1
     assert before["ocean_tracking.containers"] > 0 and "ocean_tracking.map_features_geo" in before
 
-    env = cli_env(fresh_sandbox.base_url, original)
+    env = cli_env(own_sandbox.base_url, original)
     backup = _lake("backup", str(tmp_path / "backup"), env=env)
     assert backup.returncode == 0, backup.stderr
     shutil.rmtree(original / "data")  # the restored lake must need nothing of the original
@@ -77,7 +77,7 @@ def test_backup_then_restore_into_an_empty_dir_keeps_everything_and_syncs_on(fre
     assert again.returncode == 2
     assert "A lake exists" in again.stderr and len(again.stderr.strip().splitlines()) == 1
 
-    second = sync_once(fresh_sandbox, restored_dir)  # a new dlt folder: its state comes from the lake
+    second = sync_once(own_sandbox, restored_dir)  # a new dlt folder: its state comes from the lake
     assert second.requests < first.requests, "ids fetched once and the map schedule came back with the lake"
     after = _tables(restored)
     assert after["ocean_tracking.containers"] == before["ocean_tracking.containers"]

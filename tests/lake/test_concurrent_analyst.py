@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from tests.conftest import lake_in
-from tests.e2e.conftest import advance_clock, cli_env
+from tests.support.lakes import lake_in
+from tests.support.sandboxes import advance_clock
+from tests.support.syncs import cli_env
 
 pytestmark = pytest.mark.slow
 SYNCS = 3
@@ -20,7 +21,7 @@ SYNCS = 3
 
 def _analyst(catalog: str, *extra: str) -> subprocess.Popen:
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.lake.analyst", catalog, "--every", "0.5", *extra],
+        [sys.executable, "-m", "tests.support.analyst", catalog, "--every", "0.5", *extra],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert json.loads(process.stdout.readline()) == {"ready": True}, process.stderr.read()
@@ -33,8 +34,8 @@ def _stop(process: subprocess.Popen) -> list[dict]:
     return [json.loads(line) for line in out.splitlines()]
 
 
-def test_analysts_query_through_three_syncs_without_an_error(fresh_sandbox, tmp_path):
-    env = cli_env(fresh_sandbox.base_url, tmp_path, SOURCES__OCEAN_TRACKING__APP_URL=fresh_sandbox.app_url)
+def test_analysts_query_through_three_syncs_without_an_error(own_sandbox, tmp_path):
+    env = cli_env(own_sandbox.base_url, tmp_path, SOURCES__OCEAN_TRACKING__APP_URL=own_sandbox.app_url)
     command = [sys.executable, "-m", "pipelines", "sync", "--no-progress", "--no-maps"]
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
@@ -43,7 +44,7 @@ def test_analysts_query_through_three_syncs_without_an_error(fresh_sandbox, tmp_
     autocommit, long_transaction = _analyst(catalog), _analyst(catalog, "--long-transaction")
     try:
         for _ in range(SYNCS):
-            advance_clock(fresh_sandbox, 2 * 86400)
+            advance_clock(own_sandbox, 2 * 86400)
             sync = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
             assert sync.returncode == 0, sync.stderr
     finally:

@@ -21,8 +21,9 @@ import pytest
 
 from pipelines.settings import LOCK_TIMEOUT_ENV
 from pipelines.warehouse.store import WarehouseStore, ducklake_store
-from tests.conftest import REPO, hold_lake, release
-from tests.e2e.conftest import api_total, cli_env
+from tests.support.holders import hold_lake, release
+from tests.support.sandboxes import REPO, api_total
+from tests.support.syncs import cli_env
 
 pytestmark = pytest.mark.slow
 CATALOG_ENV = "DESTINATION__DUCKLAKE__CREDENTIALS__CATALOG"
@@ -65,9 +66,9 @@ def _count(store: WarehouseStore, sql: str) -> int:
 
 
 def test_a_sync_loads_into_postgres_and_s3_and_an_analyst_elsewhere_reads_it(
-    fresh_sandbox, tmp_path, lake_env, lake, s3_bucket, postgres_database, secrets
+    own_sandbox, tmp_path, lake_env, lake, s3_bucket, postgres_database, secrets
 ):
-    env = _fresh_host(fresh_sandbox.base_url, tmp_path / "host-a", lake_env)
+    env = _fresh_host(own_sandbox.base_url, tmp_path / "host-a", lake_env)
     sync = _run(SYNC, env)
     assert sync.returncode == 0, sync.stderr[-3000:]
 
@@ -76,7 +77,7 @@ def test_a_sync_loads_into_postgres_and_s3_and_an_analyst_elsewhere_reads_it(
     assert not (tmp_path / "host-a" / "data" / "ducklake").exists(), "nothing of the lake is on local disk"
     (files,) = postgres_database.query("select count(*) from lake.ducklake_data_file")[0]
     assert files > 0, "the catalog is in PostgreSQL, in the schema dlt's loader and our readers share"
-    containers = api_total(fresh_sandbox, "/containers")
+    containers = api_total(own_sandbox, "/containers")
     assert _count(lake, "select count(distinct id) from ocean_tracking.containers") == containers
     assert _count(lake, "select count(*) from analytics.container_status") > 0, "dbt built the models there"
 
@@ -119,10 +120,10 @@ def _fresh_host(base_url: str, folder: Path, lake_env: dict[str, str]) -> dict[s
 
 
 def test_three_hosts_creating_a_fresh_catalog_at_once_all_load_and_rows_load_once(
-    fresh_sandbox, tmp_path, lake_env, lake, secrets
+    own_sandbox, tmp_path, lake_env, lake, secrets
 ):
     hosts = [
-        subprocess.Popen([*SYNC, "--no-models"], env=_fresh_host(fresh_sandbox.base_url, tmp_path / f"host-{n}", lake_env),
+        subprocess.Popen([*SYNC, "--no-models"], env=_fresh_host(own_sandbox.base_url, tmp_path / f"host-{n}", lake_env),
                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for n in range(3)
     ]  # fmt: skip
@@ -132,7 +133,7 @@ def test_three_hosts_creating_a_fresh_catalog_at_once_all_load_and_rows_load_onc
         assert "pg_namespace" not in err and "Transaction conflict" not in err
     _assert_nothing_secret(secrets, *(out + err for out, err in outputs))
 
-    containers = api_total(fresh_sandbox, "/containers")
+    containers = api_total(own_sandbox, "/containers")
     assert _count(lake, "select count(*) from ocean_tracking.containers") == containers
     assert _count(lake, "select count(distinct id) from ocean_tracking.containers") == containers
     assert _count(lake, "select count(*) from ocean_tracking._dlt_loads where status = 0") == 3

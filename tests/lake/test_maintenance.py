@@ -12,8 +12,9 @@ import pytest
 from assets.maintenance import lake_maintenance
 from pipelines.settings import LAKE_NAME
 from pipelines.warehouse.maintenance import maintain_lake
-from tests.assets.conftest import warehouse_resource
-from tests.e2e.conftest import advance_clock, sync_once
+from tests.support.dagster import warehouse_resource
+from tests.support.sandboxes import advance_clock
+from tests.support.syncs import sync_once
 
 pytestmark = pytest.mark.slow
 
@@ -33,14 +34,14 @@ def _rows(store, at: str = "") -> list[tuple]:
 
 
 @pytest.fixture
-def two_syncs(fresh_sandbox, tmp_path):
-    """A lake after one sync, the world moved on 20 days, and a second sync; with the first sync's
-    snapshot and its containers."""
-    first = sync_once(fresh_sandbox, tmp_path, include_maps=False)
+def two_syncs(own_sandbox, synced_copy, tmp_path):
+    """A lake after one sync (a copy of the shared one), the world moved on 20 days, and a second sync; with
+    the first sync's snapshot and its containers."""
+    first = synced_copy
     version, taken_at = _snapshot(first.store)
     as_first = _rows(first.store)
-    advance_clock(fresh_sandbox, 20 * 86400)
-    sync_once(fresh_sandbox, tmp_path, include_maps=False)
+    advance_clock(own_sandbox, 20 * 86400)
+    sync_once(own_sandbox, tmp_path, include_maps=False)
     return first.store, version, taken_at, as_first
 
 

@@ -21,8 +21,9 @@ from pipelines.settings import WRITEBACK_JOURNAL_FILE_NAME
 from pipelines.warehouse.migrate import lake_type, migrate_duckdb
 from pipelines.warehouse.store import WarehouseStore, duckdb_store
 from pipelines.writeback.store import WritebackStore
-from tests.conftest import lake_in
-from tests.e2e.conftest import ENTITY_TABLES, advance_clock, cli_env, requests_served
+from tests.support.lakes import lake_in
+from tests.support.sandboxes import advance_clock, requests_served
+from tests.support.syncs import ENTITY_TABLES, cli_env
 
 HISTORY = "ocean_tracking.shipment_eta_history"
 
@@ -54,15 +55,15 @@ def _history(store: WarehouseStore) -> list[tuple]:
 
 
 @pytest.mark.slow
-def test_a_migrated_warehouse_syncs_on_in_the_lake_as_it_would_have_in_the_file(fresh_sandbox, tmp_path):
-    env = cli_env(fresh_sandbox.base_url, tmp_path, SOURCES__OCEAN_TRACKING__APP_URL=fresh_sandbox.app_url)
+def test_a_migrated_warehouse_syncs_on_in_the_lake_as_it_would_have_in_the_file(own_sandbox, tmp_path):
+    env = cli_env(own_sandbox.base_url, tmp_path, SOURCES__OCEAN_TRACKING__APP_URL=own_sandbox.app_url)
     file = tmp_path / "data" / "warehouse.duckdb"
     duckdb_sync = ["sync", "--no-progress", "--destination", "duckdb", "--duckdb", str(file)]
-    served = requests_served(fresh_sandbox)
+    served = requests_served(own_sandbox)
     _pipelines(*duckdb_sync, env=env)
-    first_sync = requests_served(fresh_sandbox) - served
+    first_sync = requests_served(own_sandbox) - served
     earlier_versions = _history(duckdb_store(file))
-    advance_clock(fresh_sandbox, 5 * 86400)
+    advance_clock(own_sandbox, 5 * 86400)
 
     migrated = _pipelines("lake", "migrate", "--from", str(file), env=env)
     assert "ocean_tracking._dlt_pipeline_state" in migrated.stdout
@@ -70,12 +71,12 @@ def test_a_migrated_warehouse_syncs_on_in_the_lake_as_it_would_have_in_the_file(
     with lake_in(tmp_path / "data").connect(read_only=True) as con:  # the models' views work before any sync
         assert con.execute("select count(*) from analytics.container_free_time").fetchone()[0] > 0
 
-    served = requests_served(fresh_sandbox)
+    served = requests_served(own_sandbox)
     _pipelines("sync", "--no-progress", env=env)  # the lake, the default
-    lake_sync = requests_served(fresh_sandbox) - served
-    served = requests_served(fresh_sandbox)
+    lake_sync = requests_served(own_sandbox) - served
+    served = requests_served(own_sandbox)
     _pipelines(*duckdb_sync, env=env)  # the same sync, uninterrupted in the DuckDB file
-    file_sync = requests_served(fresh_sandbox) - served
+    file_sync = requests_served(own_sandbox) - served
 
     assert lake_sync <= file_sync < first_sync, (lake_sync, file_sync, first_sync)
     lake, warehouse = lake_in(tmp_path / "data"), duckdb_store(file)

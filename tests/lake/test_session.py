@@ -12,8 +12,8 @@ import pytest
 
 from pipelines.settings import ACCOUNTS_ENV, LAKE_NAME
 from pipelines.warehouse.extensions import BUNDLED, bundled_extension_path, offline_connection
-from tests.conftest import lake_in
-from tests.e2e.conftest import cli_env, sync_once
+from tests.support.lakes import lake_in
+from tests.support.syncs import cli_env
 
 OFFLINE = {
     "http_proxy": "http://127.0.0.1:9",
@@ -28,18 +28,18 @@ def _lake(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def synced(sandbox, tmp_path_factory):
-    """One sync into a lake, and the environment of a process pointed at it with an empty DuckDB home."""
+def lake_env(synced, tmp_path_factory) -> dict[str, str]:
+    """The environment of a process pointed at the shared `synced` lake (its sessions are read-only), with an
+    empty DuckDB home of its own."""
     workdir = tmp_path_factory.mktemp("session")
-    result = sync_once(sandbox, workdir, include_maps=False)
     (workdir / "home").mkdir()
-    env = cli_env(sandbox.base_url, workdir, HOME=str(workdir / "home"), **OFFLINE)
-    return result, env, workdir
+    return cli_env("http://127.0.0.1:9/v2", workdir, HOME=str(workdir / "home"),
+                   OCEAN_TRACKING_DATA_DIR=str(synced.workdir / "data"), **OFFLINE)
 
 
 @pytest.mark.slow
-def test_a_query_through_the_duckdb_command_line_matches_the_store(synced):
-    result, env, _ = synced
+def test_a_query_through_the_duckdb_command_line_matches_the_store(synced, lake_env):
+    result, env = synced, lake_env
     expected = result.scalar("select count(*) from containers")
     assert expected > 0
 
@@ -56,8 +56,8 @@ def test_a_query_through_the_duckdb_command_line_matches_the_store(synced):
 
 
 @pytest.mark.slow
-def test_spatial_is_loaded_and_the_session_is_read_only(synced):
-    _, env, _ = synced
+def test_spatial_is_loaded_and_the_session_is_read_only(lake_env):
+    env = lake_env
     geometry = _lake("session", "--sql", "select st_astext(st_point(1, 2)) as p", "--mode", "csv", env=env)
     assert geometry.stdout.splitlines() == ["p", "POINT (1 2)"], geometry.stderr
 
@@ -67,8 +67,8 @@ def test_spatial_is_loaded_and_the_session_is_read_only(synced):
 
 
 @pytest.mark.slow
-def test_print_sql_gives_statements_another_duckdb_can_run(synced):
-    result, env, _ = synced
+def test_print_sql_gives_statements_another_duckdb_can_run(synced, lake_env):
+    result, env = synced, lake_env
     run = _lake("session", "--print-sql", env=env)
     assert run.returncode == 0, run.stderr
     statements = [line for line in run.stdout.splitlines() if line.strip()]

@@ -8,7 +8,7 @@ import duckdb
 
 from pipelines.settings import LAKE_NAME
 from pipelines.warehouse.store import LAKE_WRITE_OPTIONS
-from tests.conftest import lake_in
+from tests.support.lakes import lake_in
 
 ROW_GROUP_ROWS = 10_000
 VECTOR = 2048  # DuckDB fills row groups in whole vectors: 10,000 rows asked, 10,240 written

@@ -1,5 +1,5 @@
-"""The maps tests' warehouse: one sync of the REAL sandbox into a DuckLake, and the three map assets
-materialized from it once, shared by every module here; helpers to run the assets and read their reports."""
+"""The maps tests' warehouse: the shared `synced` lake as the maps' warehouse resource, and the three map assets
+materialized from it once a session."""
 
 from __future__ import annotations
 
@@ -8,49 +8,21 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.maps import map_assets
 from assets.resources import Warehouse
-from tests.assets.conftest import warehouse_resource
-from tests.e2e.conftest import sync_once
-
-OPS = ("maps__map_features_geoparquet", "maps__route_maps", "maps__routes_overview")
-
-
-def materialize_maps(warehouse: Warehouse, data_dir: Path) -> dg.ExecuteInProcessResult:
-    """Run the three map assets on `warehouse`, writing under `data_dir`."""
-    return dg.materialize(
-        map_assets,
-        resources={"warehouse": warehouse},
-        run_config={"ops": {op: {"config": {"data_dir": str(data_dir)}} for op in OPS}},
-    )
-
-
-def asset_metadata(result: dg.ExecuteInProcessResult, name: str) -> dict:
-    """The metadata values the map asset `name` reported in `result` (it materialized once)."""
-    key = dg.AssetKey(["maps", name])
-    events = [e for e in result.get_asset_materialization_events() if e.materialization.asset_key == key]
-    assert len(events) == 1
-    return {k: v.value for k, v in events[0].materialization.metadata.items()}
-
-
-def query_rows(warehouse: Warehouse, sql: str, parameters: list | None = None) -> list[tuple]:
-    """The rows of a query on a read-only session of `warehouse`."""
-    with warehouse.connect(read_only=True) as con:
-        return con.execute(sql, parameters or []).fetchall()
+from tests.support.dagster import materialize_maps, warehouse_resource
+from tests.support.syncs import SyncResult
 
 
 @pytest.fixture(scope="session")
-def synced(sandbox, tmp_path_factory) -> Warehouse:
-    """One sync of the real sandbox into a fresh DuckLake, as the maps' warehouse resource (read only)."""
-    workdir = tmp_path_factory.mktemp("maps_sync")
-    sync_once(sandbox, workdir)
-    return warehouse_resource(workdir / "data")
+def map_warehouse(synced: SyncResult) -> Warehouse:
+    """The shared `synced` lake (one sync of the suite's world) as the maps' warehouse resource: read only."""
+    return warehouse_resource(synced.workdir / "data")
 
 
 @pytest.fixture(scope="session")
-def materialized(synced, tmp_path_factory) -> tuple[dg.ExecuteInProcessResult, Path]:
-    """The three map assets run once on `synced`: the run's result and the folder they wrote."""
+def materialized(map_warehouse: Warehouse, tmp_path_factory) -> tuple[dg.ExecuteInProcessResult, Path]:
+    """The three map assets run once on `map_warehouse`: the run's result and the folder they wrote."""
     data_dir = tmp_path_factory.mktemp("maps_out")
-    result = materialize_maps(synced, data_dir)
+    result = materialize_maps(map_warehouse, data_dir)
     assert result.success
     return result, data_dir

@@ -18,9 +18,8 @@ from assets.maps import containers_at_sea, route_files
 from pipelines.geo.frame import frame_center, line_runs, lines_in_frame, point_positions, seam_longitude
 from pipelines.geo.land import load_land
 from pipelines.geo.render import features_frame, render_container_route, render_overview
-from tests.assets.conftest import warehouse_resource
-from tests.conftest import lake_in
-from tests.maps.conftest import asset_metadata, materialize_maps, query_rows
+from tests.support.dagster import map_metadata, materialize_maps, query_rows, warehouse_resource
+from tests.support.lakes import lake_in
 
 VALENCIA = (-0.32, 39.44)
 # As the service sent it (issue 31): the past track of a vessel at berth between two position reports.
@@ -171,16 +170,16 @@ def test_the_renderers_draw_a_route_whatever_degenerate_geometry_it_holds(tmp_pa
 # ---- the map assets ------------------------------------------------------------------------------------
 
 
-def test_the_map_assets_succeed_on_degenerate_lines_and_report_a_map_they_cannot_draw(synced, tmp_path):
+def test_the_map_assets_succeed_on_degenerate_lines_and_report_a_map_they_cannot_draw(map_warehouse, tmp_path):
     """The maps' warehouse cut to three containers at sea, in a lake of its own: one's past track is the
     service's line of two identical points (and a leg has an unknown position), one map cannot be written
     (a folder stands where its PNG goes), one is plain. The GeoParquet, the overview and two route maps
     are written; the third is reported, not raised."""
-    stay, blocked, plain = sorted(containers_at_sea(synced))[:3]
+    stay, blocked, plain = sorted(containers_at_sea(map_warehouse))[:3]
     data_dir = tmp_path / "data"
     with lake_in(data_dir).writing(), lake_in(data_dir).connect() as con:
         # what the maps read, of three containers (`copy_lake` copies every table: seconds more)
-        con.execute(f"attach 'ducklake:sqlite:{synced.store().catalog_file}' as source (read_only)")
+        con.execute(f"attach 'ducklake:sqlite:{map_warehouse.store().catalog_file}' as source (read_only)")
         con.execute("create schema ocean_tracking")
         for table, key in (("map_features", "container_id"), ("containers", "id")):
             con.execute(
@@ -207,12 +206,12 @@ def test_the_map_assets_succeed_on_degenerate_lines_and_report_a_map_they_cannot
     result = materialize_maps(warehouse, tmp_path / "out")
 
     assert result.success
-    route_maps = asset_metadata(result, "route_maps")
+    route_maps = map_metadata(result, "route_maps")
     assert (route_maps["count"], route_maps["failed"]) == (2, 1)
     assert list(route_maps["failed_maps"]) == [files[blocked]]
     assert route_maps["failed_maps"][files[blocked]].startswith("IsADirectoryError: ")
     assert (routes / files[stay]).is_file() and (routes / files[plain]).is_file()
     assert not list(routes.glob(".*"))  # no partial file left behind
-    assert asset_metadata(result, "routes_overview")["containers_at_sea"] == 3
+    assert map_metadata(result, "routes_overview")["containers_at_sea"] == 3
     [(rows,)] = query_rows(warehouse, "select count(*) from ocean_tracking.map_features")
-    assert asset_metadata(result, "map_features_geoparquet")["rows"] == rows
+    assert map_metadata(result, "map_features_geoparquet")["rows"] == rows

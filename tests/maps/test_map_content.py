@@ -17,7 +17,7 @@ from pipelines.geo.frame import frame_center, lines_in_frame
 from pipelines.geo.labels import overview_port_labels
 from pipelines.geo.land import load_land
 from pipelines.geo.render import render_container_route, render_overview
-from tests.maps.conftest import asset_metadata, query_rows
+from tests.support.dagster import map_metadata, query_rows
 
 
 def _lines_jumping_over_180(geoms) -> int:
@@ -34,7 +34,7 @@ def _lines_jumping_over_180(geoms) -> int:
 # ---- GeoParquet ----------------------------------------------------------------------------------------
 
 
-def test_geoparquet_primary_geometry_is_the_antimeridian_split_one(synced, materialized):
+def test_geoparquet_primary_geometry_is_the_antimeridian_split_one(map_warehouse, materialized):
     _, data_dir = materialized
     path = data_dir / "map_features.parquet"
     geo = json.loads(pq.read_metadata(path).metadata[b"geo"])
@@ -55,7 +55,7 @@ def test_geoparquet_primary_geometry_is_the_antimeridian_split_one(synced, mater
     source = {
         (container_id, index): wkb
         for container_id, index, wkb in query_rows(
-            synced, "select container_id, feature_index, geometry from ocean_tracking.map_features"
+            map_warehouse, "select container_id, feature_index, geometry from ocean_tracking.map_features"
         )
     }
     keys = list(zip(table["container_id"].to_pylist(), table["feature_index"].to_pylist(), strict=True))
@@ -95,10 +95,10 @@ def test_overview_title_counts_containers_and_vessels_apart(tmp_path):
     assert result.labels == ("Rotterdam",)
 
 
-def test_overview_reports_containers_at_sea_and_vessels_as_the_warehouse_counts_them(synced, materialized):
+def test_overview_reports_containers_at_sea_and_vessels_as_the_warehouse_counts_them(map_warehouse, materialized):
     result, _ = materialized
     [(routed, at_sea, vessels, ports)] = query_rows(
-        synced,
+        map_warehouse,
         "select count(distinct container_id) filter (where feature_type not in ('port', 'current_vessel')), "
         "count(distinct container_id) filter (where feature_type = 'current_vessel'), "
         "count(distinct vessel_id) filter (where feature_type = 'current_vessel'), "
@@ -107,7 +107,7 @@ def test_overview_reports_containers_at_sea_and_vessels_as_the_warehouse_counts_
     )
     assert vessels < at_sea, "the sandbox should have vessels carrying several containers"
 
-    meta = asset_metadata(result, "routes_overview")
+    meta = map_metadata(result, "routes_overview")
 
     assert (meta["containers"], meta["containers_at_sea"], meta["vessels_at_sea"]) == (
         routed,
@@ -118,12 +118,12 @@ def test_overview_reports_containers_at_sea_and_vessels_as_the_warehouse_counts_
     assert 0 < meta["ports_labelled"] <= ports
 
 
-def test_route_title_names_the_container_its_vessel_and_its_first_and_last_port(synced):
-    features = read_map_features(synced, in_transit_only=True)
-    at_sea = containers_at_sea(synced)
+def test_route_title_names_the_container_its_vessel_and_its_first_and_last_port(map_warehouse):
+    features = read_map_features(map_warehouse, in_transit_only=True)
+    at_sea = containers_at_sea(map_warehouse)
     for container_id in sorted(at_sea)[:5]:
         [(vessel, pol, pod)] = query_rows(
-            synced,
+            map_warehouse,
             "select any_value(vessel_name) filter (where feature_type = 'current_vessel'), "
             "any_value(name) filter (where label = 'POL'), any_value(name) filter (where label = 'POD') "
             "from ocean_tracking.map_features where container_id = ?",
@@ -139,10 +139,10 @@ def test_route_title_names_the_container_its_vessel_and_its_first_and_last_port(
 # ---- port labels ---------------------------------------------------------------------------------------
 
 
-def test_overview_labels_each_port_once_by_name_the_most_called_first(synced, tmp_path):
-    features = read_map_features(synced, columns=OVERVIEW_COLUMNS)  # what the overview asset reads
+def test_overview_labels_each_port_once_by_name_the_most_called_first(map_warehouse, tmp_path):
+    features = read_map_features(map_warehouse, columns=OVERVIEW_COLUMNS)  # what the overview asset reads
     called = query_rows(
-        synced,
+        map_warehouse,
         "select any_value(name), count(*) from ocean_tracking.map_features "
         "where feature_type = 'port' and name is not null and geometry is not null "
         "group by location_id order by count(*) desc, any_value(name)",
@@ -158,14 +158,14 @@ def test_overview_labels_each_port_once_by_name_the_most_called_first(synced, tm
     assert called[0][0] in drawn
 
 
-def test_route_map_labels_every_port_with_its_role_and_name(synced, tmp_path):
-    features = read_map_features(synced, in_transit_only=True)
+def test_route_map_labels_every_port_with_its_role_and_name(map_warehouse, tmp_path):
+    features = read_map_features(map_warehouse, in_transit_only=True)
     land = load_land()
-    for container_id in sorted(containers_at_sea(synced))[:5]:
+    for container_id in sorted(containers_at_sea(map_warehouse))[:5]:
         ports = [
             text
             for (text,) in query_rows(
-                synced,
+                map_warehouse,
                 "select label || ' ' || name from ocean_tracking.map_features "
                 "where container_id = ? and feature_type = 'port' order by feature_index",
                 [container_id],

@@ -28,9 +28,8 @@ from pipelines.geo.render import (
     render_container_route,
 )
 from pipelines.warehouse.backup import backup_lake, restore_lake
-from tests.assets.conftest import warehouse_resource
-from tests.conftest import lake_in
-from tests.maps.conftest import asset_metadata, materialize_maps, query_rows
+from tests.support.dagster import map_metadata, materialize_maps, query_rows, warehouse_resource
+from tests.support.lakes import lake_in
 
 ROUTE_PX = (round(ROUTE_FIGSIZE[1] * ROUTE_DPI), round(ROUTE_FIGSIZE[0] * ROUTE_DPI))  # rows, columns
 OVERVIEW_PX = (round(OVERVIEW_FIGSIZE[1] * OVERVIEW_DPI), round(OVERVIEW_FIGSIZE[0] * OVERVIEW_DPI))
@@ -41,17 +40,17 @@ def _png(path: Path) -> np.ndarray:
     return mpimg.imread(path)
 
 
-def test_geoparquet_reads_back_with_every_feature(synced, materialized):
+def test_geoparquet_reads_back_with_every_feature(map_warehouse, materialized):
     result, data_dir = materialized
     path = data_dir / "map_features.parquet"
-    [(rows,)] = query_rows(synced, "select count(*) from ocean_tracking.map_features")
+    [(rows,)] = query_rows(map_warehouse, "select count(*) from ocean_tracking.map_features")
     assert rows > 0
 
     frame = gpd.read_parquet(path)
 
     assert frame.crs.to_epsg() == 4326
     assert len(frame) == rows
-    meta = asset_metadata(result, "map_features_geoparquet")
+    meta = map_metadata(result, "map_features_geoparquet")
     assert meta["rows"] == rows
     assert meta["bytes"] == path.stat().st_size
     assert meta["path"] == str(path)
@@ -72,13 +71,13 @@ def test_geoparquet_footer_records_epsg_4326_as_projjson(materialized):
         assert column["crs"]["id"] == {"authority": "EPSG", "code": 4326}
 
 
-def test_one_route_map_per_container_at_sea(synced, materialized):
+def test_one_route_map_per_container_at_sea(map_warehouse, materialized):
     result, data_dir = materialized
     folder = data_dir / "maps" / "routes"
     expected = sorted(
         n
         for (n,) in query_rows(
-            synced,
+            map_warehouse,
             "select c.number from ocean_tracking.containers c where c.id in (select container_id from "
             "ocean_tracking.map_features where feature_type = 'current_vessel')",
         )
@@ -93,7 +92,7 @@ def test_one_route_map_per_container_at_sea(synced, materialized):
         image = _png(path)
         assert image.shape[:2] == ROUTE_PX
         assert float(image[..., :3].var()) > 0.0
-    meta = asset_metadata(result, "route_maps")
+    meta = map_metadata(result, "route_maps")
     assert meta["count"] == len(expected)
     assert meta["folder"] == str(folder)
     assert meta["preview"].startswith("![") and "data:image/png;base64," in meta["preview"]
@@ -107,7 +106,7 @@ def test_overview_written_and_not_blank(materialized):
 
     assert image.shape[:2] == OVERVIEW_PX
     assert float(image[..., :3].var()) > 0.0
-    meta = asset_metadata(result, "routes_overview")
+    meta = map_metadata(result, "routes_overview")
     assert meta["path"] == str(path)
     assert "data:image/png;base64," in meta["preview"]
 
@@ -121,34 +120,34 @@ def _files(folder: Path) -> dict[str, tuple[int, bytes]]:
     }
 
 
-def test_a_second_run_with_no_change_rewrites_nothing(synced, materialized):
+def test_a_second_run_with_no_change_rewrites_nothing(map_warehouse, materialized):
     _, data_dir = materialized
     before = _files(data_dir)
 
-    result = materialize_maps(synced, data_dir)
+    result = materialize_maps(map_warehouse, data_dir)
 
     assert result.success
     assert _files(data_dir) == before
-    assert asset_metadata(result, "map_features_geoparquet")["skipped_unchanged"] is True
-    routes = asset_metadata(result, "route_maps")
+    assert map_metadata(result, "map_features_geoparquet")["skipped_unchanged"] is True
+    routes = map_metadata(result, "route_maps")
     assert routes["skipped_unchanged"] is True
     assert routes["rendered"] == routes["removed"] == 0
     assert routes["count"] == routes["unchanged"] == len(list((data_dir / "maps" / "routes").glob("*.png")))
-    overview = asset_metadata(result, "routes_overview")
+    overview = map_metadata(result, "routes_overview")
     assert overview["skipped_unchanged"] is True
-    assert overview["containers"] == asset_metadata(materialized[0], "routes_overview")["containers"]
+    assert overview["containers"] == map_metadata(materialized[0], "routes_overview")["containers"]
 
 
 @pytest.fixture
-def changed_copy(synced, materialized, tmp_path) -> tuple[Warehouse, Path, dict[str, str]]:
+def changed_copy(map_warehouse, materialized, tmp_path) -> tuple[Warehouse, Path, dict[str, str]]:
     """A copy of the synced lake (backup and restore) in which one container at sea had its map refreshed
     (its rows swapped under a new load id, as dlt's merge does) and another's map went away, with a copy of
     the files the first run made from the original."""
     copy_dir = tmp_path / "copy"
-    backup_lake(synced.store(), tmp_path / "backup", journal=tmp_path / "no-journal.sqlite")
+    backup_lake(map_warehouse.store(), tmp_path / "backup", journal=tmp_path / "no-journal.sqlite")
     restore_lake(tmp_path / "backup", lake_in(copy_dir), journal=copy_dir / "no-journal.sqlite")
     store = lake_in(copy_dir)
-    refreshed, gone, lost = sorted(containers_at_sea(synced))[:3]
+    refreshed, gone, lost = sorted(containers_at_sea(map_warehouse))[:3]
     with store.writing(), store.connect() as con:
         con.execute(
             "insert into ocean_tracking.map_features select * replace ('9999999999.000001' as _dlt_load_id) "
@@ -162,7 +161,7 @@ def changed_copy(synced, materialized, tmp_path) -> tuple[Warehouse, Path, dict[
         con.execute("delete from ocean_tracking.map_features where container_id = ?", [gone])
     out = tmp_path / "out"
     shutil.copytree(materialized[1], out)  # copy2: modification times kept
-    files = route_files(containers_at_sea(synced))
+    files = route_files(containers_at_sea(map_warehouse))
     (out / "maps" / "routes" / files[lost]).unlink()  # a map the manifest lists, deleted by hand
     return warehouse_resource(copy_dir), out, {"refreshed": files[refreshed], "gone": files[gone], "lost": files[lost]}
 
@@ -183,18 +182,18 @@ def test_only_changed_maps_are_redrawn_and_gone_ones_removed(changed_copy):
     }  # fmt: skip
     assert set(before) - set(after) == {f"maps/routes/{names['gone']}"}
     assert set(after) - set(before) == {f"maps/routes/{names['lost']}"}
-    meta = asset_metadata(result, "route_maps")
+    meta = map_metadata(result, "route_maps")
     assert (meta["rendered"], meta["removed"], meta["skipped_unchanged"]) == (2, 1, False)
     assert meta["count"] == len(list(routes.glob("*.png"))) == meta["unchanged"] + 2
-    assert asset_metadata(result, "routes_overview")["skipped_unchanged"] is False
-    geoparquet = asset_metadata(result, "map_features_geoparquet")
+    assert map_metadata(result, "routes_overview")["skipped_unchanged"] is False
+    geoparquet = map_metadata(result, "map_features_geoparquet")
     assert geoparquet["skipped_unchanged"] is False
     [(rows,)] = query_rows(warehouse, "select count(*) from ocean_tracking.map_features")
     assert geoparquet["rows"] == rows == len(gpd.read_parquet(out / "map_features.parquet"))
 
 
-def test_trans_pacific_route_is_drawn_continuous_not_across_the_world(synced, tmp_path):
-    features = read_map_features(synced, in_transit_only=True)
+def test_trans_pacific_route_is_drawn_continuous_not_across_the_world(map_warehouse, tmp_path):
+    features = read_map_features(map_warehouse, in_transit_only=True)
     lines = features[features["feature_type"] != "port"]
     crossing = sorted(set(lines.loc[shapely.get_type_id(lines.geometry.values) == 5, "container_id"]))
     assert crossing, "the sandbox should have a container at sea on a route over the antimeridian"
@@ -212,8 +211,8 @@ def test_trans_pacific_route_is_drawn_continuous_not_across_the_world(synced, tm
         assert image.shape[:2] == ROUTE_PX
 
 
-def test_rendering_is_deterministic(synced, tmp_path):
-    features = read_map_features(synced, in_transit_only=True)
+def test_rendering_is_deterministic(map_warehouse, tmp_path):
+    features = read_map_features(map_warehouse, in_transit_only=True)
     container_id = sorted(features["container_id"].unique())[0]
     route = features[features["container_id"] == container_id]
     land = load_land()
@@ -225,14 +224,14 @@ def test_rendering_is_deterministic(synced, tmp_path):
     assert first.extent == second.extent
 
 
-def test_worker_processes_draw_the_same_maps_as_the_run_itself(synced, materialized, tmp_path, monkeypatch):
+def test_worker_processes_draw_the_same_maps_as_the_run_itself(map_warehouse, materialized, tmp_path, monkeypatch):
     _, data_dir = materialized
     in_process = {name: data for name, (_, data) in _files(data_dir / "maps" / "routes").items()}
     monkeypatch.setattr(assets.maps, "MAPS_PER_PROCESS", 1)  # a pool for any two maps
     monkeypatch.setattr(os, "cpu_count", lambda: 2)  # and two workers, on a one-core machine too
     with assets.maps.drawing_pool(2) as pool:
         assert pool._max_workers >= 2
-    result = materialize_maps(synced, tmp_path / "pooled")
+    result = materialize_maps(map_warehouse, tmp_path / "pooled")
     assert result.success
     pooled = {name: data for name, (_, data) in _files(tmp_path / "pooled" / "maps" / "routes").items()}
     assert pooled.keys() == in_process.keys() and len(pooled) > 2
@@ -248,8 +247,8 @@ def test_empty_warehouse_gives_no_route_maps_and_an_empty_overview(tmp_path):
     result = materialize_maps(warehouse_resource(tmp_path / "data"), tmp_path / "out")
 
     assert result.success
-    assert asset_metadata(result, "route_maps")["count"] == 0
-    assert asset_metadata(result, "map_features_geoparquet")["rows"] == 0
+    assert map_metadata(result, "route_maps")["count"] == 0
+    assert map_metadata(result, "map_features_geoparquet")["rows"] == 0
     assert _png(tmp_path / "out" / "maps" / "overview.png").shape[:2] == OVERVIEW_PX
 
 

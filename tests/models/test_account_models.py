@@ -4,7 +4,7 @@ expected value is computed here from the raw tables the sync loaded, then compar
 
 from __future__ import annotations
 
-from tests.models.conftest import BuiltWarehouse
+from tests.support.dagster import BuiltWarehouse
 
 
 def _expected_leg_status(row: dict) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.warehouse.models import dbt_args, project_models
-from tests.models.conftest import APP_URL
+from tests.support.dagster import APP_URL
 
 DBT = str(Path(sys.executable).with_name("dbt"))
 

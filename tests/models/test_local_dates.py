@@ -14,7 +14,7 @@ import duckdb
 
 from pipelines.warehouse.models import dbt_args, dbt_vars, run_dbt
 from pipelines.warehouse.store import duckdb_store
-from tests.models.conftest import APP_URL, reference_terminals_csv
+from tests.support.dagster import APP_URL, reference_terminals_csv
 
 
 def _utc(text: str) -> datetime:

@@ -25,15 +25,10 @@ from assets.resources import OCEAN_TRACKING_POOL
 from pipelines.errors import ModelBuildError
 from pipelines.warehouse.models import MODELS_DIR, build_models, dbt_args, dbt_vars, project_models, run_dbt
 from pipelines.warehouse.store import duckdb_store
-from tests.conftest import FULL_KEY, lake_in
-from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, advance_clock, sync_once
-from tests.models.conftest import (
-    APP_URL,
-    BuiltWarehouse,
-    copy_lake,
-    materialize_models,
-    reference_terminals_csv,
-)
+from tests.support.dagster import APP_URL, BuiltWarehouse, materialize_models, reference_terminals_csv
+from tests.support.lakes import copy_lake, lake_in
+from tests.support.sandboxes import FULL_KEY, GENEROUS_LIMITS, SANDBOX_START, advance_clock
+from tests.support.syncs import sync_once
 
 EARTH_RADIUS_KM = 6371.0088  # mean radius (IUGG)
 SINGLE_KEYS = {"stg_containers", "stg_shipments", "stg_terminals", "stg_vessels", "stg_transport_events",
@@ -108,14 +103,11 @@ def test_a_missing_manifest_fails_the_definitions_with_the_command_to_run(monkey
 
 
 def test_every_model_materializes_with_row_count_and_preview(built: BuiltWarehouse):
-    materializations = {
-        event.asset_key: event.materialization for event in built.result.get_asset_materialization_events()
-    }
     for model in project_models():
-        materialization = materializations[_key(model.name)]
+        metadata = built.materializations[_key(model.name).to_user_string()]
         rows = built.query(f"select count(*) from {model.schema()}.{model.name}")[0][0]
-        assert materialization.metadata["dagster/row_count"].value == rows
-        preview = materialization.metadata["preview"].value
+        assert metadata["dagster/row_count"] == rows
+        preview = metadata["preview"]
         assert preview.splitlines()[0].startswith("| ")
         assert len(preview.splitlines()) == 2 + min(rows, 5)
     for name in ("container_status", "port_calls", "voyage_legs", "deep_links"):
@@ -125,14 +117,14 @@ def test_every_model_materializes_with_row_count_and_preview(built: BuiltWarehou
 
 
 def test_all_dbt_tests_pass_as_asset_checks(built: BuiltWarehouse):
-    evaluations = built.result.get_asset_check_evaluations()
-    names = {(e.asset_key.path[-1], e.check_name) for e in evaluations}
+    evaluations = built.check_evaluations
+    names = {(e["asset"].split("/")[-1], e["check"]) for e in evaluations}
     assert len(names) == len(analytics_models.check_keys)
     # the old checks' meaning, as dbt tests: one row per container, staging rows = raw rows, marts not empty
     assert ("container_status", "same_row_count_container_status_ref_stg_containers_") in names
     assert ("stg_containers", "same_row_count_stg_containers_source_ocean_tracking_containers_") in names
     assert ("voyage_legs", "not_empty_when_voyage_legs_ref_port_calls_") in names
-    failed = [(e.asset_key.to_user_string(), e.check_name, e.metadata) for e in evaluations if not e.passed]
+    failed = [(e["asset"], e["check"], e["metadata"]) for e in evaluations if not e["passed"]]
     assert not failed
 
 
@@ -170,7 +162,7 @@ def test_holds_block_pickup_and_pending_holds_do_not(built: BuiltWarehouse, tmp_
     """Give two available containers holds the way dlt stores them (replacing whatever holds the world
     gave them) and rebuild: a `hold` blocks pickup, a `pending` one does not. On a copy of the lake."""
     data_dir = tmp_path / "data"
-    copy_lake(built.store, data_dir)
+    copy_lake(built.data_dir, data_dir)
     available = built.query(
         "select _dlt_id from ocean_tracking.containers where available_for_pickup order by id limit 2"
     )
@@ -356,7 +348,7 @@ def test_without_a_zone_from_the_api_the_reference_zone_is_used(built: BuiltWare
     the reference (its LFD read as the API writes local times without a zone), and one at a terminal the
     reference does not list, its port's. Rebuilt, every row matches the rule recomputed."""
     data_dir = tmp_path / "data"
-    copy_lake(built.store, data_dir)
+    copy_lake(built.data_dir, data_dir)
     candidates = built.query(
         "select c.id, c.shipment_id, t.id from ocean_tracking.containers c"
         " join ocean_tracking.shipments s on s.id = c.shipment_id"
@@ -415,7 +407,7 @@ def _hours(delta: timedelta) -> float:
 
 
 def test_eta_history_records_each_pod_eta_change(make_sandbox, tmp_path):
-    server = make_sandbox(limits=GENEROUS_LIMITS, start=FROZEN_START, speed=0.0)
+    server = make_sandbox(limits=GENEROUS_LIMITS, start=SANDBOX_START, speed=0.0)
     sync_once(server, tmp_path, include_maps=False)
     advance_clock(server, 5 * 86400)
     sync_once(server, tmp_path, include_maps=False)
@@ -586,7 +578,7 @@ def test_deep_links_url_encode_the_number_on_a_duckdb_file(tmp_path):
 
 
 def test_a_subset_builds_only_its_models_and_runs_only_their_tests(built: BuiltWarehouse, tmp_path):
-    copy_lake(built.store, tmp_path / "data")
+    copy_lake(built.data_dir, tmp_path / "data")
     result = materialize_models(tmp_path / "data", selection=["analytics/stg_vessels"])
     assert result.success
     assert {e.asset_key for e in result.get_asset_materialization_events()} == {_key("stg_vessels")}
@@ -596,7 +588,7 @@ def test_a_subset_builds_only_its_models_and_runs_only_their_tests(built: BuiltW
 
 
 def test_a_failing_dbt_test_fails_its_check_and_the_run_in_one_line(built: BuiltWarehouse, tmp_path):
-    copy_lake(built.store, tmp_path / "data")
+    copy_lake(built.data_dir, tmp_path / "data")
     with lake_in(tmp_path / "data").writing(), lake_in(tmp_path / "data").connect() as con:
         con.execute("insert into ocean_tracking.vessels select * from ocean_tracking.vessels limit 1")  # a duplicate id
     with pytest.raises(dg.Failure) as raised:
@@ -620,7 +612,7 @@ def test_a_failing_model_is_one_line_naming_it(tmp_path):
 
 def test_deep_links_resolve_in_the_sandbox_web_app(built: BuiltWarehouse, sandbox, tmp_path):
     data_dir = tmp_path / "data"
-    copy_lake(built.store, data_dir)  # the links are rebuilt with another app URL: not in the shared lake
+    copy_lake(built.data_dir, data_dir)  # the links are rebuilt with another app URL: not in the shared lake
     result = materialize_models(data_dir, app_url=sandbox.app_url, selection=["analytics/deep_links"])
     assert result.success
     links = BuiltWarehouse(data_dir, result).dicts(

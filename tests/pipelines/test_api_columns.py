@@ -10,7 +10,7 @@ from types import ModuleType
 import pytest
 
 from pipelines.extract.columns import COLUMNS_FILE, api_columns, column_hints, nested_tables, schema_drift
-from tests.conftest import REPO, shared_dir
+from tests.support.sandboxes import REPO, shared_dir
 
 
 def _script() -> ModuleType:

@@ -8,9 +8,10 @@ import sys
 
 import pytest
 
-from pipelines.cli import account_settings, build_parser, chosen_destination
+from pipelines.cli import account_settings, build_parser, chosen_destination, maps_elsewhere
 from pipelines.settings import API_KEY_ENV
-from tests.pipelines.conftest import TEST_KEY
+from pipelines.warehouse.destinations import Target
+from tests.support.scripted import TEST_KEY
 
 
 def test_a_duckdb_file_given_alone_selects_the_duckdb_destination(monkeypatch, tmp_path):
@@ -48,3 +49,11 @@ def test_sync_and_refresh_describe_themselves_and_take_no_progress(command, desc
 def _environment() -> dict[str, str]:
     """This process's environment without a developer's API and warehouse settings."""
     return {name: value for name, value in os.environ.items() if not name.startswith(("SOURCES__", "OCEAN_TRACKING_"))}
+
+
+def test_off_the_embedded_warehouse_the_sync_names_where_the_map_features_are_and_no_view_it_did_not_make():
+    target = Target("postgres", "ocean_tracking")
+    assert maps_elsewhere(target, typed_view=True).endswith(
+        "the map features are in ocean_tracking.map_features, typed by PostGIS in ocean_tracking.map_features_geo.")
+    # a database without PostGIS gets no view: the line names the table only
+    assert maps_elsewhere(target, typed_view=False).endswith("the map features are in ocean_tracking.map_features.")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pipelines.api.jsonapi import rows_by_type
 from pipelines.errors import MalformedResponseError
-from tests.pipelines.conftest import TEST_KEY, Reply
+from tests.support.scripted import TEST_KEY, Reply
 
 text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text

@@ -7,7 +7,7 @@ from urllib.parse import unquote
 import pytest
 
 from pipelines import errors
-from tests.pipelines.conftest import HTML_404, TEST_KEY, Reply, load_fixture
+from tests.support.scripted import HTML_404, TEST_KEY, Reply, load_fixture
 
 
 def test_get_sends_token_and_jsonapi_headers(api_server, make_client):

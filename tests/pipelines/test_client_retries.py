@@ -12,7 +12,7 @@ from pipelines import errors
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.api.retry import FAST_FAIL_ATTEMPTS
-from tests.pipelines.conftest import TEST_KEY, Reply
+from tests.support.scripted import TEST_KEY, Reply
 
 OK = {"data": [{"id": "s1", "type": "shipment", "attributes": {}}]}
 TOO_MANY = {"errors": [{"status": "429", "title": "Too Many Requests", "detail": "Try later"}]}

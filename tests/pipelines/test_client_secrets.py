@@ -9,7 +9,7 @@ import pytest
 
 from pipelines import errors
 from pipelines.api.config import ApiKey, load_settings, validate_api_key
-from tests.pipelines.conftest import TEST_KEY, Reply
+from tests.support.scripted import TEST_KEY, Reply
 
 SECRET = "zq81-very-secret-key-55aa"
 

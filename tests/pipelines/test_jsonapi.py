@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pipelines.api.jsonapi import flatten_document, flatten_resource, rows_by_type
 from pipelines.errors import MalformedResponseError
-from tests.pipelines.conftest import load_fixture
+from tests.support.scripted import load_fixture
 
 
 def test_single_document_with_included():

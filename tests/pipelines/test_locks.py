@@ -12,7 +12,8 @@ import duckdb
 import pytest
 
 from pipelines.warehouse.locks import WarehouseLockedError, connect_waiting
-from tests.conftest import hold_duckdb, hold_lake, lake_in
+from tests.support.holders import hold_duckdb, hold_lake
+from tests.support.lakes import lake_in
 
 
 def test_waits_for_the_holder_and_says_who_it_is(tmp_path, caplog):

@@ -12,8 +12,8 @@ import pyarrow as pa
 import shapely
 
 from pipelines.warehouse.postgis import GEO_VIEW, publish_geometry_view
-from tests.e2e.conftest import cli_env
-from tests.postgres_server import free_port
+from tests.support.postgres import free_port
+from tests.support.syncs import cli_env
 
 LINE = shapely.LineString([(170.0, 10.0), (179.5, 12.0), (-175.0, 14.0)])
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from pipelines.api.ratelimit import LimiterUrl, SlidingWindowLimiter, bucket_for
-from tests.pipelines.conftest import Reply
+from tests.support.scripted import Reply
 
 FP = "abcdef123456"
 OK = {"data": [{"id": "s1", "type": "shipment", "attributes": {}}]}

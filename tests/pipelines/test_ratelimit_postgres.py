@@ -12,7 +12,8 @@ import pytest
 from pipelines.api.ratelimit import LimiterUrl, SlidingWindowLimiter
 from pipelines.api.ratelimit_postgres import TABLE, LimiterDatabaseError
 from pipelines.errors import ConfigurationError, PipelineError
-from tests.postgres_server import free_port, start_at_once
+from tests.support.holders import start_at_once
+from tests.support.postgres import free_port
 
 FP = "abcdef123456"
 

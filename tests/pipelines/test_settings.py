@@ -25,7 +25,7 @@ from pipelines.settings import (
     limiter_url,
 )
 from pipelines.warehouse.destinations import named_target
-from tests.conftest import lake_in
+from tests.support.lakes import lake_in
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KEY = "t49-settings-test-key-0123456789"

@@ -13,10 +13,9 @@ import pytest
 
 from pipelines.extract.columns import DUCKDB_TYPES, api_columns, loaded_columns, schema_drift
 from pipelines.settings import DATASET_NAME
-from sandbox.server import SandboxServer
-from tests.conftest import _settings, _world
-from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, SyncResult, sync_once
-from tests.e2e.fixture_server import Fixtures, LiveFixtureServer
+from tests.support.fixture_server import Fixtures, LiveFixtureServer
+from tests.support.sandboxes import FROZEN_WORLD, sandbox_server
+from tests.support.syncs import SyncResult, sync_once
 
 pytestmark = pytest.mark.slow
 
@@ -61,13 +60,8 @@ def dlt_warnings() -> Iterator[list[str]]:
 
 
 def _sync_account(shipments: int, workdir) -> Load:
-    settings = _settings(limits=GENEROUS_LIMITS, shipments=shipments, start=FROZEN_START, speed=0.0)
-    server = SandboxServer(settings, *_world(settings)).start()
-    try:
-        with dlt_warnings() as warnings:
-            result = sync_once(server, workdir)
-    finally:
-        server.stop()
+    with sandbox_server(**FROZEN_WORLD, shipments=shipments) as server, dlt_warnings() as warnings:
+        result = sync_once(server, workdir)
     return Load.of(result, warnings)
 
 

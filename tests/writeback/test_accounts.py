@@ -13,8 +13,9 @@ import requests
 
 from pipelines.settings import Account, writeback_journal_location, writeback_journal_path
 from pipelines.writeback.store import postgres_schema
-from tests.conftest import FULL_KEY, lake_in
-from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, cli_env
+from tests.support.lakes import lake_in
+from tests.support.sandboxes import FULL_KEY, GENEROUS_LIMITS, SANDBOX_START
+from tests.support.syncs import cli_env
 
 SECOND_ACCOUNT_KEY = "sbx_wb_second_account_key_01"
 KEYS = {"emea": FULL_KEY, "apac": SECOND_ACCOUNT_KEY}
@@ -50,7 +51,7 @@ def _tracking_requests(server, key: str) -> list[str]:
 
 @pytest.mark.slow
 def test_the_same_row_is_created_once_in_each_account(make_sandbox, tmp_path):
-    server = make_sandbox(limits=GENEROUS_LIMITS, start=FROZEN_START, speed=0.0,
+    server = make_sandbox(limits=GENEROUS_LIMITS, start=SANDBOX_START, speed=0.0,
                           account_keys=[(SECOND_ACCOUNT_KEY,)])
     batch = tmp_path / "tr.csv"
     batch.write_text(f"request_number,request_type,scac\n{NUMBER},bill_of_lading,MAEU\n")

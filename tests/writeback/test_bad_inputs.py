@@ -13,8 +13,7 @@ import pytest
 
 from pipelines.cli import main
 from pipelines.errors import InputError
-from tests.conftest import FULL_KEY
-from tests.writeback.conftest import api_get, routes
+from tests.support.sandboxes import FULL_KEY, api_get, routes
 
 REPO = Path(__file__).resolve().parents[2]
 WRITES = ("POST", "PATCH", "PUT", "DELETE")

@@ -18,9 +18,8 @@ from pipelines.writeback.documents import (
     upload_documents,
 )
 from pipelines.writeback.store import WritebackStore
-from tests.conftest import FULL_KEY, REVOKED_KEY
-from tests.e2e.conftest import advance_clock, make_client
-from tests.writeback.conftest import api_get, routes, set_faults
+from tests.support.sandboxes import FULL_KEY, REVOKED_KEY, advance_clock, api_get, routes, set_faults
+from tests.support.syncs import make_client
 
 DOCS = "POST /v2/documents"
 LIST = "GET /v2/documents"

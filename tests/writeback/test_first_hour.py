@@ -20,9 +20,8 @@ from pipelines.writeback.inputs import (
 from pipelines.writeback.store import WritebackStore
 from pipelines.writeback.tracking_requests import create_tracking_requests
 from pipelines.writeback.tracking_rows import parse_tracking_rows
-from tests.conftest import FULL_KEY
-from tests.e2e.conftest import make_client
-from tests.writeback.conftest import tracking_count
+from tests.support.sandboxes import FULL_KEY, tracking_count
+from tests.support.syncs import make_client
 
 HEADER = ["request_number", "request_type", "scac", "ref_numbers"]
 

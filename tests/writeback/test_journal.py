@@ -19,10 +19,10 @@ from pipelines.errors import ConfigurationError
 from pipelines.settings import WRITEBACK_JOURNAL_ENV
 from pipelines.webhooks.journal import NotificationJournal
 from pipelines.writeback.store import POSTGRES_SCHEMA, WritebackStore, writeback_session
-from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, cli_env
-from tests.pipelines.webhooks.helpers import body, notification
-from tests.postgres_server import start_at_once
-from tests.writeback.conftest import routes, tracking_count
+from tests.support.holders import start_at_once
+from tests.support.notifications import body, notification
+from tests.support.sandboxes import GENEROUS_LIMITS, SANDBOX_START, routes, tracking_count
+from tests.support.syncs import cli_env
 
 CREATE = "POST /v2/tracking_requests"
 
@@ -79,7 +79,7 @@ _BATCH = [("WBTWO0001", ""), ("WBTWO0002", ""), ("WBTWO0003", ""), ("WBTWO0004",
 
 def test_two_processes_given_the_same_batch_at_once_create_each_row_once(make_sandbox, tmp_path: Path,
                                                                            journal_location: Path | str):
-    server = make_sandbox(limits=GENEROUS_LIMITS, start=FROZEN_START, speed=0.0)
+    server = make_sandbox(limits=GENEROUS_LIMITS, start=SANDBOX_START, speed=0.0)
     requests.post(f"{server.root_url}/_sandbox/faults",  # slow answers, so the two batches overlap
                   json={"profile": "slow", "rate": 1.0, "seed": 0, "delay": 0.15}, timeout=10).raise_for_status()
     batch = tmp_path / "batch.csv"

@@ -16,9 +16,8 @@ from pipelines.errors import InputError
 from pipelines.writeback import cli as writeback_cli
 from pipelines.writeback.inputs import REF_NUMBER_COLUMNS, read_rows
 from pipelines.writeback.ref_numbers import merge_refs, patch_ref_numbers
-from tests.conftest import FULL_KEY
-from tests.e2e.conftest import make_client, sync_once
-from tests.writeback.conftest import api_get, routes
+from tests.support.sandboxes import FULL_KEY, api_get, routes
+from tests.support.syncs import make_client, sync_once
 
 PATCH_SHIPMENT, PATCH_CONTAINER, GET_SHIPMENT = (
     "PATCH /v2/shipments/{id}", "PATCH /v2/containers/{id}", "GET /v2/shipments/{id}")
@@ -150,8 +149,8 @@ def test_dry_run_prints_before_and_after_and_sends_no_patch(server, tmp_path, ca
     assert live_refs(server, "shipment", shipment) == [*live, "DRY-1"] and patches(server) == {PATCH_SHIPMENT: 1}
 
 
-def test_patch_by_number_then_sync_and_deep_link(server, tmp_path):
-    first = sync_once(server, tmp_path, include_maps=False)
+def test_patch_by_number_then_sync_and_deep_link(server, synced_copy, tmp_path):
+    first = synced_copy  # the first sync: a copy of the shared one, of the world `server` serves
     bol, shipment_id = first.query("select bill_of_lading_number, id from shipments "
                                    "where bill_of_lading_number is not null order by id limit 1")[0]
     number, container_id = first.query("select number, id from containers order by id limit 1")[0]

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.e2e.conftest import FROZEN_START, GENEROUS_LIMITS, cli_env
-from tests.writeback.conftest import routes, tracking_count
+from tests.support.sandboxes import GENEROUS_LIMITS, SANDBOX_START, routes, tracking_count
+from tests.support.syncs import cli_env
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial(reason="kills land at moments measured in wall time; a loaded machine would move them")]
 
 ROWS = 50
 KILLS = 20
@@ -40,7 +40,7 @@ def _batch(path: Path) -> list[str]:
 
 def test_killed_twenty_times_then_completed_creates_each_row_once(make_sandbox, tmp_path):
     # 40 ms of latency on every request, so a kill lands anywhere in the batch, not only at start-up
-    server = make_sandbox(limits=GENEROUS_LIMITS, start=FROZEN_START, speed=0.0)
+    server = make_sandbox(limits=GENEROUS_LIMITS, start=SANDBOX_START, speed=0.0)
     requests.post(f"{server.root_url}/_sandbox/faults",
                   json={"profile": "slow", "rate": 1.0, "seed": 0, "delay": 0.04}, timeout=10).raise_for_status()
     numbers = _batch(tmp_path / "batch.csv")

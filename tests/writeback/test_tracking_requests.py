@@ -10,9 +10,7 @@ from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.api.ratelimit import BUCKET_LIMITS, SlidingWindowLimiter
 from pipelines.writeback.tracking_requests import create_tracking_requests
-from tests.conftest import FULL_KEY
-from tests.e2e.conftest import FROZEN_START
-from tests.writeback.conftest import routes, set_faults, tracking_count
+from tests.support.sandboxes import FULL_KEY, SANDBOX_START, routes, set_faults, tracking_count
 
 CREATE = "POST /v2/tracking_requests"
 UNKNOWN_PARTY = "00000000-0000-4000-8000-000000000000"
@@ -110,7 +108,7 @@ def test_faults_mid_batch_then_rerun_completes_exactly_once(server, client, stor
 def test_stays_inside_the_create_bucket(make_sandbox, tmp_path, store):
     """A create bucket of 4 per 1 s window: 10 rows go through the client's limiter with zero 429s."""
     limits = {"default": 100_000, "tracking_requests_create": 4, "infer_number": 100_000, "refresh": 100_000}
-    server = make_sandbox(limits=limits, rate_window=1.0, start=FROZEN_START, speed=0.0)
+    server = make_sandbox(limits=limits, rate_window=1.0, start=SANDBOX_START, speed=0.0)
     settings = load_settings(api_key=FULL_KEY, base_url=server.base_url, rate_window_seconds=1.0,
                              limiter_path=tmp_path / "limiter.sqlite")
     limiter = SlidingWindowLimiter(settings.api_key.fingerprint, path=settings.limiter_path, window_seconds=1.0,

@@ -26,11 +26,11 @@ from pipelines.settings import (
 from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread
 from pipelines.webhooks.signing import load_webhook_secret
-from tests.e2e.conftest import advance_clock
-from tests.e2e.test_accounts import ACCOUNTS, OTHER_ACCOUNT_KEY, _accounts_env
-from tests.e2e.test_webhook_refresh import tick
-from tests.pipelines.webhooks.helpers import body, notification
-from tests.pipelines.webhooks.test_receiver import SECRET, Receiver, free_port, wait_until_up
+from tests.support.accounts import ACCOUNTS, OTHER_ACCOUNT_KEY, accounts_env
+from tests.support.notifications import body, notification
+from tests.support.postgres import free_port
+from tests.support.receivers import SECRET, Receiver, wait_until_up
+from tests.support.sandboxes import advance_clock, deliver_webhooks
 
 SHARED_SECRET = "whsec_of_the_single_account_setup_no_named_account_reads"
 HOURS = 3600
@@ -46,7 +46,7 @@ def _webhooks_of(server, key: str) -> list[dict]:
 @pytest.mark.slow
 def test_a_receiver_per_account_from_the_command_line(make_sandbox, tmp_path: Path, monkeypatch, capsys):
     server = make_sandbox(speed=0.0, webhook_tick_seconds=0, account_keys=[(OTHER_ACCOUNT_KEY,)])
-    env = _accounts_env(server, tmp_path)
+    env = accounts_env(server, tmp_path)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("SOURCES__OCEAN_TRACKING__API_KEY", raising=False)
@@ -80,7 +80,7 @@ def test_a_receiver_per_account_from_the_command_line(make_sandbox, tmp_path: Pa
         for name, process in receivers.items():
             wait_until_up(process, urls[name])
         advance_clock(server, 6 * HOURS)
-        delivered = tick(server)
+        delivered = deliver_webhooks(server)
         assert delivered["queued"] == delivered["attempted"] > 0, delivered
         for name in keys:
             assert main(["webhooks", "status", "--account", name]) == 0

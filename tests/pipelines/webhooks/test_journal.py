@@ -23,8 +23,9 @@ from pipelines.errors import ConfigurationError, InputError
 from pipelines.settings import WEBHOOK_JOURNAL_ENV, Account
 from pipelines.warehouse.locks import WarehouseLockedError
 from pipelines.webhooks.journal import POSTGRES_SCHEMA, Notification, NotificationJournal
-from tests.pipelines.webhooks.helpers import body, notification
-from tests.postgres_server import free_port, start_at_once
+from tests.support.holders import start_at_once
+from tests.support.notifications import body, notification
+from tests.support.postgres import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 

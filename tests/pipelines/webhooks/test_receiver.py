@@ -13,37 +13,26 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import requests
 
-from pipelines.settings import WEBHOOK_JOURNAL_ENV, WEBHOOK_MAX_BODY_BYTES, WEBHOOK_SECRET_ENV
+from pipelines.settings import (
+    WEBHOOK_JOURNAL_ENV,
+    WEBHOOK_MAX_BODY_BYTES,
+    WEBHOOK_PATH,
+    WEBHOOK_SECRET_ENV,
+    WEBHOOK_SIGNATURE_HEADER,
+)
 from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread
 from pipelines.webhooks.signing import signature
-from tests.pipelines.webhooks.helpers import body, notification
+from tests.support.notifications import body, notification
+from tests.support.receivers import SECRET, Receiver, wait_until_up
 
 REPO = Path(__file__).resolve().parents[3]
-SECRET = "whsec_test_4f1d2c3b5a6e7f8091a2b3c4"
-PATH = "/webhooks/terminal49"
-HEADER = "X-T49-Webhook-Signature"
-
-
-@dataclass
-class Receiver:
-    url: str
-    journal: Path | str
-
-    def post(self, raw: bytes, sign: str | None = SECRET, **headers: str) -> requests.Response:
-        if sign is not None:
-            headers[HEADER] = signature(raw, sign)
-        return requests.post(self.url + PATH, data=raw, headers={"Content-Type": "application/json", **headers},
-                             timeout=10)
-
-
 @pytest.fixture
 def receiver(tmp_path: Path) -> Iterator[Receiver]:
     journal = tmp_path / "journal.sqlite"
@@ -66,7 +55,7 @@ def test_a_signed_notification_is_journaled(receiver: Receiver):
     assert health.json()["counts"] == {"pending": 1, "applied": 0, "failed": 0}
 
 
-@pytest.mark.parametrize("headers", [{}, {HEADER: ""}, {HEADER: "0" * 64}, {HEADER: "é-not-hex"}],
+@pytest.mark.parametrize("headers", [{}, {WEBHOOK_SIGNATURE_HEADER: ""}, {WEBHOOK_SIGNATURE_HEADER: "0" * 64}, {WEBHOOK_SIGNATURE_HEADER: "é-not-hex"}],
                          ids=["missing", "empty", "wrong", "not-ascii"])
 def test_a_delivery_without_a_valid_signature_is_refused(receiver: Receiver, headers: dict[str, str]):
     answer = receiver.post(body(notification("n-1")), sign=None, **headers)
@@ -77,8 +66,8 @@ def test_a_delivery_without_a_valid_signature_is_refused(receiver: Receiver, hea
 def test_a_signature_with_another_secret_or_of_another_body_is_refused(receiver: Receiver):
     raw = body(notification("n-1"))
     assert receiver.post(raw, sign="another-secret").status_code == 401
-    forged = requests.post(receiver.url + PATH, data=raw, timeout=5,
-                           headers={HEADER: signature(body(notification("n-2")), SECRET)})
+    forged = requests.post(receiver.url + WEBHOOK_PATH, data=raw, timeout=5,
+                           headers={WEBHOOK_SIGNATURE_HEADER: signature(body(notification("n-2")), SECRET)})
     assert forged.status_code == 401
     assert rows(receiver.journal) == []
 
@@ -93,8 +82,8 @@ def test_an_oversized_body_is_refused(receiver: Receiver):
         for start in range(0, len(raw), 64 * 1024):
             yield raw[start:start + 64 * 1024]
 
-    streamed = requests.post(receiver.url + PATH, data=chunks(), timeout=10,
-                             headers={HEADER: signature(raw, SECRET)})  # chunked: no Content-Length
+    streamed = requests.post(receiver.url + WEBHOOK_PATH, data=chunks(), timeout=10,
+                             headers={WEBHOOK_SIGNATURE_HEADER: signature(raw, SECRET)})  # chunked: no Content-Length
     assert streamed.status_code == 413
     assert rows(receiver.journal) == []
 
@@ -142,7 +131,7 @@ def test_the_heartbeat_is_written(receiver: Receiver):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         first, url = journal.last_beat()
-        assert url == receiver.url + PATH
+        assert url == receiver.url + WEBHOOK_PATH
         time.sleep(0.3)
         assert journal.last_beat()[0] > first
 
@@ -184,19 +173,6 @@ def start_serving(tmp_path: Path, journal: Path | str, port: int, **extra_env: s
         [sys.executable, "-m", "pipelines", "webhooks", "serve", "--port", str(port), *where],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
-
-
-def wait_until_up(process: subprocess.Popen, url: str) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        assert process.poll() is None, process.stdout.read().decode()
-        try:
-            if requests.get(url + "/healthz", timeout=1).status_code == 200:
-                return
-        except requests.ConnectionError:
-            pass
-        assert time.monotonic() < deadline, "the receiver did not come up"
-        time.sleep(0.05)
 
 
 def test_a_kill_right_after_the_2xx_loses_nothing(tmp_path: Path, journal_location: Path | str):

@@ -15,7 +15,7 @@ from pipelines.errors import ConfigurationError
 from pipelines.webhooks import cli as webhooks_cli
 from pipelines.webhooks.registration import CATALOG_EVENTS, Registration, register_webhook, store_secret
 from pipelines.webhooks.signing import WebhookSecret
-from tests.pipelines.conftest import Reply
+from tests.support.scripted import Reply
 
 SECRET = "whsec_registered_0a1b2c3d4e5f"
 URL = "https://example.com/webhooks/terminal49"

@@ -11,9 +11,8 @@ import requests
 from sandbox.auth import fingerprint
 from sandbox.config import settings_from_args
 from sandbox.launcher import start_sandbox
-from tests.conftest import FULL_KEY, FULL_KEY_2, SANDBOX_START, SEED, SHIPMENTS
-from tests.sandbox.http.http_helpers import Client, errors, ok
-from tests.sandbox.http.test_http_webhooks import Receiver
+from tests.support.sandbox_http import Client, RecordingReceiver, errors, ok
+from tests.support.sandboxes import FULL_KEY, FULL_KEY_2, SANDBOX_START, SEED, SHIPMENTS
 
 ACCOUNT_2 = "sbx_test_account_two_4d1c9a"           # account-2, first key
 ACCOUNT_2B = "sbx_test_account_two_second_e83f02"   # account-2, second key: the same account and budget
@@ -124,7 +123,7 @@ def test_writes_stay_in_their_account(srv):
 
 
 def test_webhooks_are_sent_for_their_own_account_only(srv):
-    rx2, rx3 = Receiver(), Receiver()
+    rx2, rx3 = RecordingReceiver(), RecordingReceiver()
     try:
         hooks = {}
         for key, rx in ((ACCOUNT_2, rx2), (ACCOUNT_3, rx3)):

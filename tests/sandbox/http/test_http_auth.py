@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import requests
 
-from tests.conftest import BASIC_KEY, FULL_KEY, REVOKED_KEY
-from tests.sandbox.http.http_helpers import JSONAPI, Client, errors, ok
+from tests.support.sandbox_http import JSONAPI, Client, errors, ok
+from tests.support.sandboxes import BASIC_KEY, FULL_KEY, REVOKED_KEY
 
 BAD_HEADERS = [
     None,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import requests
 
-from tests.conftest import FULL_KEY, SANDBOX_START
-from tests.sandbox.http.http_helpers import Client, ok
+from tests.support.sandbox_http import Client, ok
+from tests.support.sandboxes import FULL_KEY, SANDBOX_START
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import requests
 
-from tests.conftest import BASIC_KEY, FULL_KEY
-from tests.sandbox.http.http_helpers import Client, ok
+from tests.support.sandbox_http import Client, ok
+from tests.support.sandboxes import BASIC_KEY, FULL_KEY
 
 
 def find(srv, q, key=FULL_KEY, **kw):

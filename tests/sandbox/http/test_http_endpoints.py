@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.conftest import BASIC_KEY, FULL_KEY
-from tests.sandbox.http.http_helpers import Client, errors, ok
+from tests.support.sandbox_http import Client, errors, ok
+from tests.support.sandboxes import BASIC_KEY, FULL_KEY
 
 
 def full(sandbox):

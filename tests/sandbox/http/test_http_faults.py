@@ -7,8 +7,8 @@ import time
 import pytest
 import requests
 
-from tests.conftest import FULL_KEY
-from tests.sandbox.http.http_helpers import Client, errors, ok
+from tests.support.sandbox_http import Client, errors, ok
+from tests.support.sandboxes import FULL_KEY
 
 BIG = {"default": 10_000, "tracking_requests_create": 10_000, "infer_number": 10_000, "refresh": 10_000}
 

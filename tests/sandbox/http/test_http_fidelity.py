@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import FULL_KEY
-from tests.sandbox.http.http_helpers import Client, errors, ok
+from tests.support.sandbox_http import Client, errors, ok
+from tests.support.sandboxes import FULL_KEY
 
 REF = Path("/work/shared/reference/terminal49")
 FIX = REF / "fixtures"

@@ -13,8 +13,8 @@ import pytest
 import requests
 
 from sandbox.limits import JSON_BODY_LIMIT
-from tests.conftest import FULL_KEY
-from tests.sandbox.http.http_helpers import JSONAPI, Client, errors, ok
+from tests.support.sandbox_http import JSONAPI, Client, errors, ok
+from tests.support.sandboxes import FULL_KEY
 
 BIG = {"default": 100_000, "tracking_requests_create": 100_000, "infer_number": 100_000, "refresh": 100_000}
 AUTH = {"Authorization": f"Token {FULL_KEY}", "Content-Type": JSONAPI}

@@ -8,8 +8,8 @@ from urllib.parse import unquote
 
 import requests
 
-from tests.conftest import FULL_KEY
-from tests.sandbox.http.http_helpers import Client, errors, ok
+from tests.support.sandbox_http import Client, errors, ok
+from tests.support.sandboxes import FULL_KEY
 
 
 def c(sandbox) -> Client:

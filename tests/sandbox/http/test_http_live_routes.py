@@ -8,9 +8,9 @@ import json
 import jsonschema
 import pytest
 
-from tests.conftest import BASIC_KEY, FULL_KEY, shared_dir
-from tests.sandbox.http.http_helpers import Client, errors, ok
 from tests.sandbox.http.test_http_openapi import schema  # noqa: F401  (the spec-schema fixture)
+from tests.support.sandbox_http import Client, errors, ok
+from tests.support.sandboxes import BASIC_KEY, FULL_KEY, shared_dir
 
 LIVE = shared_dir() / "reference" / "terminal49" / "fixtures"
 

@@ -16,8 +16,8 @@ import copy
 import jsonschema
 import pytest
 
-from tests.conftest import FULL_KEY, shared_dir
-from tests.sandbox.http.http_helpers import Client, ok, openapi, relax_schemas
+from tests.support.sandbox_http import Client, ok, openapi, relax_schemas
+from tests.support.sandboxes import FULL_KEY, shared_dir
 
 
 def _convert(node, schemas):

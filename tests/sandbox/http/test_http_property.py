@@ -25,8 +25,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.conftest import FULL_KEY, shared_dir
-from tests.sandbox.http.http_helpers import Client, ok, openapi, relax_schemas
+from tests.support.sandbox_http import Client, ok, openapi, relax_schemas
+from tests.support.sandboxes import FULL_KEY, shared_dir
 
 MAX_EXAMPLES = 15
 BIG = {"default": 1_000_000, "tracking_requests_create": 1_000_000, "infer_number": 1_000_000,

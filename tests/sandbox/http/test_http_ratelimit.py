@@ -6,8 +6,8 @@ import time
 
 import requests
 
-from tests.conftest import FULL_KEY, FULL_KEY_2
-from tests.sandbox.http.http_helpers import Client, errors, ok
+from tests.support.sandbox_http import Client, errors, ok
+from tests.support.sandboxes import FULL_KEY, FULL_KEY_2
 
 LIMITS = {"default": 5, "tracking_requests_create": 3, "infer_number": 4, "refresh": 2}
 

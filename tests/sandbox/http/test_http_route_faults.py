@@ -7,9 +7,9 @@ import pytest
 import requests
 
 from sandbox.config import RouteRule, settings_from_args
-from tests.conftest import FULL_KEY
-from tests.sandbox.http.http_helpers import Client, errors, ok
 from tests.sandbox.http.test_http_faults import BIG, set_faults
+from tests.support.sandbox_http import Client, errors, ok
+from tests.support.sandboxes import FULL_KEY
 
 MAP_GLOB = "/v2/containers/*/map_geojson"
 

@@ -8,8 +8,8 @@ import hashlib
 import pytest
 import requests
 
-from tests.conftest import BASIC_KEY, FULL_KEY
-from tests.sandbox.http.http_helpers import Client, errors, ok
+from tests.support.sandbox_http import Client, errors, ok
+from tests.support.sandboxes import BASIC_KEY, FULL_KEY
 
 DATA = b"%PDF-1.4 sandbox bill of lading\n" * 10
 

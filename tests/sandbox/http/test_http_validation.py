@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import FULL_KEY
-from tests.sandbox.http.http_helpers import Client, errors, ok
+from tests.support.sandbox_http import Client, errors, ok
+from tests.support.sandboxes import FULL_KEY
 
 SUPPORTED, UNSUPPORTED, UNKNOWN = "MAEU", "WDSB", "QQQQ"  # WDSB: no tracking support in the live list
 

@@ -9,63 +9,23 @@ import hashlib
 import hmac
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
 
-from tests.conftest import BASIC_KEY, FULL_KEY
-from tests.sandbox.http.http_helpers import Client, errors, ok
+from tests.support.sandbox_http import Client, RecordingReceiver, errors, ok
+from tests.support.sandboxes import BASIC_KEY, FULL_KEY
 
 DAY = 86_400
 
 
-class Receiver:
-    """A tiny webhook receiver: records every POST; answers from `script` (a list of statuses consumed
-    per notification id; the last one repeats), 200 when empty."""
-
-    def __init__(self, script: list[int] | None = None) -> None:
-        self.script = script or []
-        self.received: list[tuple[str, dict, bytes]] = []
-        self.lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with outer.lock:
-                    outer.received.append((self.path, dict(self.headers), body))
-                    nid = json.loads(body)["data"]["id"]
-                    n = sum(1 for _, _, b in outer.received if json.loads(b)["data"]["id"] == nid)
-                status = outer.script[min(n, len(outer.script)) - 1] if outer.script else 200
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def bodies(self) -> list[dict]:
-        with self.lock:
-            return [json.loads(b) for _, _, b in self.received]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def receiver():
-    made: list[Receiver] = []
+    made: list[RecordingReceiver] = []
 
-    def make(script: list[int] | None = None) -> Receiver:
-        made.append(Receiver(script))
+    def make(script: list[int] | None = None) -> RecordingReceiver:
+        made.append(RecordingReceiver(script))
         return made[-1]
 
     yield make

@@ -28,7 +28,7 @@ import pytest
 import requests
 
 from pipelines.settings import DUCKLAKE_STORAGE_ENV
-from tests.postgres_server import free_port
+from tests.support.postgres import free_port
 
 MOTO_SERVER = Path(sys.executable).with_name("moto_server")
 START_TIMEOUT_SECONDS = 60
@@ -135,17 +135,3 @@ def stop_server(server: S3Server) -> None:
     server.log.close()
 
 
-@pytest.fixture(scope="session")
-def s3_server() -> Iterator[S3Server]:
-    """One real S3-compatible server (moto) for the whole session, stopped at its end."""
-    server = start_server()
-    try:
-        yield server
-    finally:
-        stop_server(server)
-
-
-@pytest.fixture
-def s3_bucket(s3_server: S3Server) -> S3Bucket:
-    """A fresh, empty bucket for one test (moto keeps it in memory until the session's server stops)."""
-    return s3_server.create_bucket()

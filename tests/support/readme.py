@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support import REPO
+
 README = REPO / "README.md"
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
 

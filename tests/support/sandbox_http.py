@@ -1,10 +1,13 @@
-"""Test helpers: a small Token-authenticated client, content-type checks and OpenAPI schema access."""
+"""The sandbox's HTTP tests: a small Token-authenticated client, content-type checks, OpenAPI schema access,
+and a recording webhook receiver (what the sandbox delivers to)."""
 
 from __future__ import annotations
 
 import copy
 import json
+import threading
 from functools import lru_cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import requests
 
@@ -82,3 +85,41 @@ def relax_schemas(schemas: dict) -> dict:
             if isinstance(data, dict) and data.get("type") == "object":
                 data["nullable"] = True
     return s
+
+
+class RecordingReceiver:
+    """A tiny webhook receiver: records every POST; answers from `script` (a list of statuses consumed
+    per notification id; the last one repeats), 200 when empty."""
+
+    def __init__(self, script: list[int] | None = None) -> None:
+        self.script = script or []
+        self.received: list[tuple[str, dict, bytes]] = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with outer.lock:
+                    outer.received.append((self.path, dict(self.headers), body))
+                    nid = json.loads(body)["data"]["id"]
+                    n = sum(1 for _, _, b in outer.received if json.loads(b)["data"]["id"] == nid)
+                status = outer.script[min(n, len(outer.script)) - 1] if outer.script else 200
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def bodies(self) -> list[dict]:
+        with self.lock:
+            return [json.loads(b) for _, _, b in self.received]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,6 +1,6 @@
 """Run the real CLI with one hook that SIGKILLs the process at a named moment of a sync.
 
-    python -m tests.faults.kill_driver <moment> sync --no-progress
+    python -m tests.support.kill_driver <moment> sync --no-progress
 
 Before the kill the hook writes `<moment>: <what it saw>` to the file named by $KILL_DRIVER_MARKER, so a
 test tells "killed at that moment" from "died some other way" and from "the hook never fired".

@@ -2,7 +2,7 @@
 every `--every` seconds (or, with `--long-transaction`, inside one transaction held the whole time) until
 stdin closes. Prints one JSON line per query: the newest dlt load it sees, row counts, or the error.
 
-    python -m tests.lake.analyst CATALOG_URL [--every 0.5] [--long-transaction]
+    python -m tests.support.analyst CATALOG_URL [--every 0.5] [--long-transaction]
 """
 
 from __future__ import annotations

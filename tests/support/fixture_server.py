@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -49,6 +48,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from tests.support.sandboxes import shared_dir
 
 JSONAPI = "application/vnd.api+json"
 FEATURE_NOT_ENABLED = {
@@ -60,11 +61,8 @@ UNAUTHORIZED = {"errors": [{"status": "401", "title": "Unauthorized", "detail": 
 
 
 def fixtures_dir(shared: Path | None = None) -> Path:
-    """`<shared>/reference/terminal49/fixtures` (shared located like `tests/conftest.py::shared_dir`)."""
-    if shared is None:
-        env = os.environ.get("OCEAN_TRACKING_SHARED_DIR")
-        shared = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared"
-    return shared / "reference" / "terminal49" / "fixtures"
+    """`<shared>/reference/terminal49/fixtures` (`shared`, else `tests.support.sandboxes.shared_dir()`)."""
+    return (shared or shared_dir()) / "reference" / "terminal49" / "fixtures"
 
 
 class Fixtures:

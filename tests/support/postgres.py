@@ -23,8 +23,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +36,9 @@ APT_PACKAGES = "postgresql-15 postgresql-15-postgis-3"
 SUPERUSER = "postgres"
 TEMPLATE = "template_postgis"
 START_TIMEOUT_SECONDS = 60
+# The system's temporary folder, read when the suite starts: a test's own (`TMPDIR`, set per test) sits in
+# folders only root may enter, and the server runs as the `postgres` user.
+SERVER_PARENT = tempfile.gettempdir()
 # Throwaway data: no durability, and a small footprint on a 2-core CI machine.
 SERVER_OPTIONS = {
     "listen_addresses": "'127.0.0.1'",
@@ -138,7 +140,7 @@ def start_server() -> PostgresServer:
             f"apt-get install -y {APT_PACKAGES} (bash scripts/test does it when run as root)",
             pytrace=False,
         )
-    root = Path(tempfile.mkdtemp(prefix="ocean-tracking-pg-"))
+    root = Path(tempfile.mkdtemp(prefix="ocean-tracking-pg-", dir=SERVER_PARENT))
     if os.geteuid() == 0:
         shutil.chown(root, SUPERUSER, SUPERUSER)
     data, password = root / "data", secrets.token_hex(12)
@@ -181,42 +183,3 @@ def stop_server(root: Path) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """One real PostgreSQL + PostGIS server for the whole session, stopped and removed at its end."""
-    server = start_server()
-    try:
-        yield server
-    finally:
-        stop_server(server.root)
-
-
-@pytest.fixture
-def postgres_database(postgres_server: PostgresServer) -> Iterator[PostgresDatabase]:
-    """A fresh, empty database with PostGIS for one test, dropped after it."""
-    database = postgres_server.create_database()
-    try:
-        yield database
-    finally:
-        postgres_server.drop_database(database.name)
-
-
-def start_at_once(work: Callable[[int], None], starters: int = 8) -> list[BaseException]:
-    """Run `work(0..starters-1)` on that many threads released together (hosts starting against one fresh
-    database at the same instant); return what they raised."""
-    barrier = threading.Barrier(starters)
-    failures: list[BaseException] = []
-
-    def start(worker: int) -> None:
-        barrier.wait()
-        try:
-            work(worker)
-        except BaseException as error:  # collected for the caller to assert
-            failures.append(error)
-
-    threads = [threading.Thread(target=start, args=(worker,)) for worker in range(starters)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return failures

@@ -1,0 +1,18 @@
+"""What the tests share besides fixtures: the servers they start (sandbox, PostgreSQL, S3), syncs and their
+readers, copies of lakes, processes that hold a lock, Dagster helpers. Fixtures live in the conftest modules,
+which nothing imports; everything a test imports by name comes from here.
+
+- `sandboxes`: the keys, seed and instant every sandbox starts from, starting one, its control endpoints
+- `syncs`: a client and a CLI environment pointed at a sandbox, one sync into a lake, reading it back
+- `lakes`: where a data folder's lake is, copying a lake, fingerprinting its files
+- `shared`: a state built once for the whole run (every xdist worker) under a file lock, handed out read-only
+- `holders`: another process holding a DuckDB file, a lake's writer lock or an analyst's session
+- `dagster`: the definitions' resources pointed at a sandbox, materializing the models and maps
+- `scripted`: a scripted HTTP server, a unit-level double for the client's protocol handling
+- `postgres`, `s3`: a real PostgreSQL + PostGIS server and a real S3-compatible server (moto)
+- `deploy`: the deployment files read as data
+"""
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]  # the repository
