@@ -7,7 +7,7 @@ Prints medians (ms a page, or a request) of: parsing a `/shipments` page with th
 with `orjson`; flattening it to rows (`rows_by_type`); digesting its shipment bundles (the fetch log's
 change test); the rate limiter's bookkeeping per request (one take and one settle) with SQLite's
 `synchronous=FULL` (the default) and `NORMAL`, and with its log in PostgreSQL (`--postgres`, else a
-throwaway server started like the tests' `tests/postgres_server.py`, on loopback); and a parse-flatten-digest loop over the pages with the
+throwaway server started like the tests' `tests/support/postgres.py`, on loopback); and a parse-flatten-digest loop over the pages with the
 interpreter's default garbage collector against `pipelines.sync.gc_tuned` (both under a live heap of
 `--heap` small objects, standing in for a long-running process). Asserts nothing.
 """

@@ -37,27 +37,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 raise pytest.UsageError(f"{item.nodeid}: pytest.mark.serial needs reason='why it must run alone'")
 
 
-# Settings a developer's shell may carry that would point a test's runs elsewhere: left out of every test.
+# Settings a developer's shell may carry that would point a test's runs elsewhere: left out of the whole run.
 _OUR_PREFIXES = ("OCEAN_TRACKING_", "SOURCES__OCEAN_TRACKING__", "DESTINATION__")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Leave a developer's own settings (`_OUR_PREFIXES`) out of the run, once, before any fixture sets some."""
+    for name in [name for name in os.environ if name.startswith(_OUR_PREFIXES)]:
+        del os.environ[name]
+
+
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every place a run writes outside its warehouse is the test's own, for the test and the processes it
     starts: the data folder (the default lake, the journals, GeoParquet, maps: `lake_in(tmp_path / "data")` is
-    the warehouse a command run without a warehouse option writes), the temporary folder (the default rate
-    limiter's file lives there), dlt's folder (its pipelines' working folders) and DAGSTER_HOME. A developer's
-    own settings are left out."""
-    for name in [name for name in os.environ if name.startswith(_OUR_PREFIXES)]:
-        monkeypatch.delenv(name)
+    the warehouse a command run without a warehouse option writes), and, in a folder beside `tmp_path` (which
+    stays the test's alone), the temporary folder (the default rate limiter's file lives there), dlt's folder
+    (its pipelines' working folders) and DAGSTER_HOME."""
     monkeypatch.setenv("OCEAN_TRACKING_DATA_DIR", str(tmp_path / "data"))
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(temp))
+    own = tmp_path_factory.mktemp("host")
+    (own / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(own / "tmp"))
     monkeypatch.setattr(tempfile, "tempdir", None)  # Python caches the temporary folder: ask again
-    monkeypatch.setenv("DLT_DATA_DIR", str(tmp_path / "dlt-home"))
-    (tmp_path / "dagster-home").mkdir()
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster-home"))
+    monkeypatch.setenv("DLT_DATA_DIR", str(own / "dlt"))
+    (own / "dagster").mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(own / "dagster"))
 
 
 # ---- sandboxes ----------------------------------------------------------------------------------------
@@ -112,7 +116,7 @@ def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SyncResult]:
     """The suite's world synced once into a lake, for the whole run (every worker): read it, never write it
     (take `synced_copy` to write). Its `stats` are what that first sync spent."""
     folder = shared_state(tmp_path_factory, "synced", _sync_the_suites_world)
-    yield SyncResult(json.loads((folder / "stats.json").read_text()), lake_in(folder / "data"), folder)
+    yield SyncResult(json.loads((folder / "stats.json").read_text()), lake_in(folder / "data"))
     assert not changed_files(folder), f"a test wrote into the shared lake: {changed_files(folder)}"
 
 
@@ -121,7 +125,7 @@ def synced_copy(synced: SyncResult, tmp_path: Path) -> SyncResult:
     """A writable copy of the `synced` lake as the test's own default lake (`tmp_path/data`, where a command
     the test runs loads without a warehouse option): `sync_once(own_sandbox, tmp_path)` continues from it as a
     second sync would."""
-    return SyncResult(synced.stats, copy_lake(synced.workdir / "data", tmp_path / "data"), tmp_path)
+    return SyncResult(synced.stats, copy_lake(synced.workdir / "data", tmp_path / "data"))
 
 
 @pytest.fixture(scope="session")

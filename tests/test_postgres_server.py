@@ -1,4 +1,4 @@
-"""The Postgres test fixture itself (tests/postgres_server.py): a real server, a fresh PostGIS database a
+"""The Postgres test fixture itself (tests/support/postgres.py): a real server, a fresh PostGIS database a
 test, and nothing left behind once it stops."""
 
 from __future__ import annotations

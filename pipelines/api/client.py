@@ -112,6 +112,7 @@ class OceanTrackingClient:
         self.base_url = self.settings.base_url.rstrip("/")
         self._origin = _origin(self.base_url)
         self._base_path = urlparse(self.base_url).path.rstrip("/")
+        self._owns_limiter = limiter is None  # a limiter handed in is its owner's to close
         self.limiter = limiter or SlidingWindowLimiter(
             self.settings.api_key.fingerprint,
             url=self.settings.limiter_location,
@@ -132,7 +133,11 @@ class OceanTrackingClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the HTTP session and, when the client made it, the rate limiter's log (its SQLite file is then
+        whole on disk, not waiting for the garbage collector to close it)."""
         self.close()
+        if self._owns_limiter:
+            self.limiter.close()
 
     def close(self) -> None:
         """Close the calling thread's HTTP session (connections of other threads close with them)."""

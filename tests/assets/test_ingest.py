@@ -124,8 +124,9 @@ def test_only_tracking_requests_can_be_materialized(sandbox, tmp_path, dagster_i
         "ocean_tracking/tracking_requests:columns_as_declared",
     }
     assert all(e.passed for e in checks.values())
-    # one page of tracking requests: no shipment pages, parties or maps
-    assert _spent(result, dagster_instance) == 1
+    # one page of tracking requests and, this being the dataset's first load, the key's check
+    # (pipelines.sync.claim_dataset): no shipment pages, parties or maps
+    assert _spent(result, dagster_instance) == 2
 
 
 def test_a_failing_map_is_a_warning_and_a_sync_issues_row_not_a_failed_run(

@@ -1,5 +1,5 @@
 """deploy/dagster.yaml, the production instance, loads as a real DagsterInstance against a REAL PostgreSQL
-(tests/postgres_server.py) with its DAGSTER_PG_* variables: runs and events land in PostgreSQL and a
+(tests/support/postgres.py) with its DAGSTER_PG_* variables: runs and events land in PostgreSQL and a
 second instance sees them; the queue the daemon reads keeps one run per account in progress and lets
 other accounts through, by the account tag and by Dagster's partition tag (Dagster's own tag-limit counter
 over runs stored in PostgreSQL).

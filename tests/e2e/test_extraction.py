@@ -31,14 +31,14 @@ def _duplicate_ids(result, table: str) -> int:
     return result.scalar(f"select count(*) - count(distinct id) from {table}")
 
 
-def test_full_load_lands_every_table_with_the_services_counts(synced, sandbox):
-    result = synced  # one full sync of the world `sandbox` serves
+def test_full_load_lands_every_table_with_the_services_counts(synced, own_sandbox):
+    result = synced  # one full sync of the world `own_sandbox` serves
 
     for table in ENTITY_TABLES:
         assert result.scalar(f"select count(*) from {table}") > 0, table
-    assert result.scalar("select count(*) from shipments") == api_total(sandbox, "/shipments")
-    assert result.scalar("select count(*) from containers") == api_total(sandbox, "/containers")
-    assert result.scalar("select count(*) from parties") == api_total(sandbox, "/parties")
+    assert result.scalar("select count(*) from shipments") == api_total(own_sandbox, "/shipments")
+    assert result.scalar("select count(*) from containers") == api_total(own_sandbox, "/containers")
+    assert result.scalar("select count(*) from parties") == api_total(own_sandbox, "/parties")
     for table in ENTITY_TABLES[:-1]:
         assert _duplicate_ids(result, table) == 0, table
     # attributes are plain columns, relationships are <name>_id columns

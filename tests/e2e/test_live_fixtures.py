@@ -1,5 +1,5 @@
 """The extraction against responses served from the CAPTURED LIVE FIXTURES (anonymised real responses of
-the real service, see `tests/e2e/fixture_server.py`): live-only attributes, string coordinates, the
+the real service, see `tests/support/fixture_server.py`): live-only attributes, string coordinates, the
 ignored nested include, absolute pagination links on the live host, the missing routing entitlement and
 the HTML 404 must all come through a full sync, and the key must leave no trace."""
 

@@ -49,7 +49,7 @@ def world(make_sandbox, synced, tmp_path: Path):
     """A sandbox whose clock moves only when told, a full sync into lake A (a copy of the shared one, of the
     same world), and a receiver registered."""
     server = make_sandbox(**FROZEN_WORLD, webhook_tick_seconds=0)  # deliveries only when the test ticks
-    first = SyncResult(synced.stats, copy_lake(synced.workdir / "data", tmp_path / "a" / "data"), tmp_path / "a")
+    first = SyncResult(synced.stats, copy_lake(synced.workdir / "data", tmp_path / "a" / "data"))
     journal_path = tmp_path / "journal.sqlite"
     with make_client(server, tmp_path / "a") as client:
         registered: dict = {}  # the receiver starts first, to have a URL; the secret comes with the webhook

@@ -36,8 +36,11 @@ def test_ctrl_c_during_the_extraction_ends_the_sync_in_one_line(make_sandbox, tm
     # every answer a second late: the extraction is still running when the signal comes, however loaded the machine
     server = make_sandbox(**FROZEN_WORLD, shipments=50, faults="slow", fault_rate=1.0, fault_delay=1.0)
     command = sync_command("--no-maps", "--no-models", "--duckdb", str(tmp_path / "warehouse.duckdb"))
+    # Ctrl-C as a terminal sends it: to a process whose SIGINT is not ignored (an xdist worker's children
+    # inherit an ignored SIGINT, and Python then never raises KeyboardInterrupt)
     process = subprocess.Popen(command, env=cli_env(server.base_url, tmp_path), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while requests_served(server) < 1:
         assert process.poll() is None and time.monotonic() < deadline, "the sync ended before it was interrupted"

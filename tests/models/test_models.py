@@ -25,7 +25,13 @@ from assets.resources import OCEAN_TRACKING_POOL
 from pipelines.errors import ModelBuildError
 from pipelines.warehouse.models import MODELS_DIR, build_models, dbt_args, dbt_vars, project_models, run_dbt
 from pipelines.warehouse.store import duckdb_store
-from tests.support.dagster import APP_URL, BuiltWarehouse, materialize_models, reference_terminals_csv
+from tests.support.dagster import (
+    APP_URL,
+    BuiltWarehouse,
+    LakeReader,
+    materialize_models,
+    reference_terminals_csv,
+)
 from tests.support.lakes import copy_lake, lake_in
 from tests.support.sandboxes import FULL_KEY, GENEROUS_LIMITS, SANDBOX_START, advance_clock
 from tests.support.syncs import sync_once
@@ -131,7 +137,7 @@ def test_all_dbt_tests_pass_as_asset_checks(built: BuiltWarehouse):
 # ---- container_status --------------------------------------------------------------------------------
 
 
-def _ready_by_rule(warehouse: BuiltWarehouse) -> dict[str, bool]:
+def _ready_by_rule(warehouse: LakeReader) -> dict[str, bool]:
     """The readiness rule recomputed from the raw rows: available_for_pickup and no hold with status 'hold'."""
     containers = warehouse.query("select id, _dlt_id, available_for_pickup from ocean_tracking.containers")
     blocked: set[str] = set()
@@ -217,7 +223,7 @@ def test_holds_block_pickup_and_pending_holds_do_not(built: BuiltWarehouse, tmp_
         ],
     )
     assert result.success
-    rebuilt = BuiltWarehouse(data_dir, result)
+    rebuilt = LakeReader(data_dir)
     expected = _ready_by_rule(rebuilt)
     actual = dict(rebuilt.query("select container_id, ready_for_pickup from analytics.container_status"))
     assert actual == expected
@@ -290,7 +296,7 @@ def _expected_free_time_running(warehouse: BuiltWarehouse) -> dict[str, bool]:
     }
 
 
-def _assert_local_lfds_and_days_left(warehouse: BuiltWarehouse) -> dict[str, dict]:
+def _assert_local_lfds_and_days_left(warehouse: LakeReader) -> dict[str, dict]:
     """container_status's local LFDs and container_free_time's days left are the recomputed ones, the days
     counted from the date it was, at each terminal, when the view was queried, for the containers whose
     free time still runs. Returns the view's rows."""
@@ -384,7 +390,7 @@ def test_without_a_zone_from_the_api_the_reference_zone_is_used(built: BuiltWare
         ],
     )
     assert result.success
-    rows = _assert_local_lfds_and_days_left(BuiltWarehouse(data_dir, result))
+    rows = _assert_local_lfds_and_days_left(LakeReader(data_dir))
     sources = {container_id: rows[container_id]["last_free_day_time_zone_source"]
                for container_id in (no_zone, not_a_zone, by_terminal[0], by_port[0])}  # fmt: skip
     assert sources == {
@@ -420,7 +426,7 @@ def test_eta_history_records_each_pod_eta_change(make_sandbox, tmp_path):
         ],
     )
     assert result.success
-    warehouse = BuiltWarehouse(tmp_path / "data", result)
+    warehouse = LakeReader(tmp_path / "data")
 
     # expected, from the raw SCD2 rows: consecutive versions with the same POD ETA are one ETA version
     raw = warehouse.query(
@@ -615,7 +621,7 @@ def test_deep_links_resolve_in_the_sandbox_web_app(built: BuiltWarehouse, sandbo
     copy_lake(built.data_dir, data_dir)  # the links are rebuilt with another app URL: not in the shared lake
     result = materialize_models(data_dir, app_url=sandbox.app_url, selection=["analytics/deep_links"])
     assert result.success
-    links = BuiltWarehouse(data_dir, result).dicts(
+    links = LakeReader(data_dir).dicts(
         "select * from (select *, row_number() over (partition by kind order by id) as n from analytics.deep_links)"
         " where n <= 3"
     )

@@ -84,33 +84,16 @@ def query_rows(warehouse: Warehouse, sql: str, parameters: list | None = None) -
         return con.execute(sql, parameters or []).fetchall()
 
 
-class BuiltWarehouse:
-    """A lake with every model built by the model assets (`folder/data`), and what that Dagster run reported,
-    kept beside it as JSON (`record`) so that any worker of the run reads the same: each model's
-    materialization metadata and each dbt test's check evaluation."""
+def _plain(value: Any) -> Any:
+    """A metadata value as JSON holds it: numbers, text, booleans and None as they are, anything else as text."""
+    return value if value is None or isinstance(value, int | float | str | bool) else str(value)
 
-    OUTCOME = "dagster_outcome.json"
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.data_dir = folder / "data"
-        outcome = json.loads((folder / self.OUTCOME).read_text())
-        self.materializations: dict[str, dict[str, Any]] = outcome["materializations"]
-        self.check_evaluations: list[dict[str, Any]] = outcome["check_evaluations"]
+class LakeReader:
+    """Reads a lake (the default lake of the data folder `data_dir`) read-only, as the model tests do."""
 
-    @classmethod
-    def record(cls, folder: Path, result: dg.ExecuteInProcessResult) -> None:
-        """Keep what `result` reported beside the lake: per asset key, its materialization's metadata values;
-        per check, its asset, name, whether it passed and its metadata (as text)."""
-        materializations = {
-            event.asset_key.to_user_string(): {key: value.value for key, value in event.materialization.metadata.items()}
-            for event in result.get_asset_materialization_events()
-        }
-        checks = [{"asset": e.asset_key.to_user_string(), "check": e.check_name, "passed": e.passed,
-                   "metadata": {key: str(value.value) for key, value in e.metadata.items()}}
-                  for e in result.get_asset_check_evaluations()]  # fmt: skip
-        (folder / cls.OUTCOME).write_text(json.dumps({"materializations": materializations, "check_evaluations": checks},
-                                                     default=str))
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
 
     @property
     def store(self) -> WarehouseStore:
@@ -133,3 +116,31 @@ class BuiltWarehouse:
         """True when the lake has the table."""
         with self.store.connect(read_only=True) as con:
             return table_exists(con, schema, table)
+
+
+class BuiltWarehouse(LakeReader):
+    """A lake with every model built by the model assets (`folder/data`), and what that Dagster run reported,
+    kept beside it as JSON (`record`) so that any worker of the run reads the same: each model's
+    materialization metadata and each dbt test's check evaluation."""
+
+    OUTCOME = "dagster_outcome.json"
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder / "data")
+        self.folder = folder
+        outcome = json.loads((folder / self.OUTCOME).read_text())
+        self.materializations: dict[str, dict[str, Any]] = outcome["materializations"]
+        self.check_evaluations: list[dict[str, Any]] = outcome["check_evaluations"]
+
+    @classmethod
+    def record(cls, folder: Path, result: dg.ExecuteInProcessResult) -> None:
+        """Keep what `result` reported beside the lake: per asset key, its materialization's metadata values;
+        per check, its asset, name, whether it passed and its metadata (as text)."""
+        materializations = {
+            event.asset_key.to_user_string(): {key: _plain(value.value) for key, value in event.materialization.metadata.items()}
+            for event in result.get_asset_materialization_events()
+        }
+        checks = [{"asset": e.asset_key.to_user_string(), "check": e.check_name, "passed": e.passed,
+                   "metadata": {key: str(value.value) for key, value in e.metadata.items()}}
+                  for e in result.get_asset_check_evaluations()]  # fmt: skip
+        (folder / cls.OUTCOME).write_text(json.dumps({"materializations": materializations, "check_evaluations": checks}))

@@ -44,12 +44,16 @@ WAREHOUSE_ENV = (DESTINATION_ENV, DUCKDB_ENV, DUCKLAKE_CATALOG_ENV, DUCKLAKE_STO
 
 @dataclass
 class SyncResult:
-    """What one sync spent and where it wrote: the lake, in the work folder `workdir` (its `data/`, beside the
-    sync's dlt and limiter folders)."""
+    """What one sync spent and where it wrote."""
 
     stats: dict[str, Any]
     store: WarehouseStore
-    workdir: Path
+
+    @property
+    def workdir(self) -> Path:
+        """The work folder of the lake (`workdir/data/ducklake/catalog.sqlite`), where `sync_once` also keeps
+        the sync's dlt and limiter folders."""
+        return Path(self.store.catalog_file).parents[2]
 
     def query(self, sql: str) -> list[tuple]:
         """Run SQL against the dataset (schema `ocean_tracking` is the search path), read-only."""
@@ -113,7 +117,7 @@ def sync_once(
     target = ducklake_target(lake_in(workdir / "data"))
     with make_client(server, workdir, key=key, window=window, **(settings or {})) as client:
         result = sync_account(client, target, pipelines_dir=workdir / "dlt", models=False, **source_args)
-        return SyncResult(result.api_stats, target.store, workdir)
+        return SyncResult(result.api_stats, target.store)
 
 
 def snapshot(result: SyncResult) -> dict[str, list[tuple]]:

@@ -1,5 +1,5 @@
 """The webhook tests' journal locations: every journal test runs on both backends, a SQLite file and a real
-PostgreSQL database (`tests.postgres_server`, started only when a PostgreSQL case runs)."""
+PostgreSQL database (the session's server, `tests.support.postgres`, started only when a PostgreSQL case runs)."""
 
 from __future__ import annotations
 

@@ -171,7 +171,7 @@ import sys
 from datetime import UTC, datetime
 
 from pipelines.webhooks.journal import NotificationJournal
-from tests.pipelines.webhooks.helpers import body, notification
+from tests.support.notifications import body, notification
 
 with NotificationJournal(sys.argv[1]) as journal:
     for i in range(int(sys.argv[3])):

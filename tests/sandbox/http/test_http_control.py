@@ -66,9 +66,9 @@ def test_cli_prints_ready_line_and_serves():
         assert requests.get(base + "/shipments", headers={"Authorization": "Token cli-key-123"}, timeout=10).ok
         assert requests.get(base + "/shipments", headers={"Authorization": "Token cli-old-789"},
                             timeout=10).status_code == 401
-    finally:
-        proc.terminate()
-        proc.wait(60)  # a loaded machine (CI beside other runs) took over 10 s to stop it once
+    finally:  # stopping it is not under test here: its warm-up thread may hold the interpreter a while
+        proc.kill()
+        proc.wait(60)
 
 
 def test_cli_generates_a_key_when_none_given():
@@ -80,9 +80,9 @@ def test_cli_generates_a_key_when_none_given():
         key = re.search(r"api_key=(\S+)", line).group(1)
         base = re.search(r"base_url=(\S+)", line).group(1)
         assert requests.get(base + "/parties", headers={"Authorization": f"Token {key}"}, timeout=10).ok
-    finally:
-        proc.terminate()
-        proc.wait(60)  # a loaded machine (CI beside other runs) took over 10 s to stop it once
+    finally:  # stopping it is not under test here: its warm-up thread may hold the interpreter a while
+        proc.kill()
+        proc.wait(60)
 
 
 def test_a_request_abandoned_mid_body_is_counted_apart(make_sandbox):

@@ -10,14 +10,14 @@ def full(sandbox):
     return Client(sandbox.base_url, FULL_KEY)
 
 
-def test_parties_create_get_list(sandbox):
-    cl = full(sandbox)
+def test_parties_create_get_list(own_sandbox):
+    cl = full(own_sandbox)
     created = ok(cl.post("/parties", {"data": {"type": "party", "attributes": {"company_name": "Globex"}}}), 201)
     pid = created["data"]["id"]
     got = ok(cl.get(f"/parties/{pid}"))
     assert got["data"]["attributes"]["company_name"] == "Globex"
     assert pid in [p["id"] for p in ok(cl.get("/parties?page[size]=100"))["data"]]
-    errors(Client(sandbox.base_url, BASIC_KEY).get(f"/parties/{pid}"), 404)
+    errors(Client(own_sandbox.base_url, BASIC_KEY).get(f"/parties/{pid}"), 404)
 
 
 def test_tracking_request_lifecycle_and_filters(make_sandbox):

@@ -272,7 +272,8 @@ def test_api_request_awaits_manifest_then_resolves(make_sandbox):
     assert final <= {"created", "failed"}
 
 
-def test_patch_tracking_request(cl):
+def test_patch_tracking_request(own_sandbox):
+    cl = Client(own_sandbox.base_url, FULL_KEY)  # the test changes a tracking request
     tr = ok(cl.get("/tracking_requests?filter[status]=created&page[size]=1"))["data"][0]
     body = {"data": {"type": "tracking_request", "id": tr["id"], "attributes": {"ref_number": "REFNUMBER11"}}}
     patched = ok(cl.patch(f"/tracking_requests/{tr['id']}", body))["data"]

@@ -30,11 +30,11 @@ def test_shipments_meta_and_links(sandbox):
     assert "first" not in links and "prev" not in links
 
 
-def test_default_sizes(sandbox):
-    assert ok(c(sandbox).get("/shipments"))["meta"]["size"] == 30
-    assert len(ok(c(sandbox).get("/containers"))["data"]) == 30
-    c(sandbox).post("/parties", {"data": {"type": "party", "attributes": {"company_name": "Acme"}}})
-    assert ok(c(sandbox).get("/parties"))["meta"]["size"] == 25
+def test_default_sizes(own_sandbox):
+    assert ok(c(own_sandbox).get("/shipments"))["meta"]["size"] == 30
+    assert len(ok(c(own_sandbox).get("/containers"))["data"]) == 30
+    c(own_sandbox).post("/parties", {"data": {"type": "party", "attributes": {"company_name": "Acme"}}})
+    assert ok(c(own_sandbox).get("/parties"))["meta"]["size"] == 25
 
 
 def test_later_page_has_first_and_prev_and_walks_all(sandbox):
@@ -74,8 +74,8 @@ def test_unknown_filter_silently_ignored(sandbox):
     assert [r["id"] for r in filtered["data"]] == [r["id"] for r in plain["data"]]
 
 
-def test_tracking_requests_and_parties_meta(sandbox):
-    cl = c(sandbox)
+def test_tracking_requests_and_parties_meta(own_sandbox):
+    cl = c(own_sandbox)
     for name in ("P1", "P2", "P3"):
         ok(cl.post("/parties", {"data": {"type": "party", "attributes": {"company_name": name}}}), 201)
     body = ok(cl.get("/parties?page[size]=2"))

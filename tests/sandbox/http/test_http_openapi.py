@@ -1,6 +1,6 @@
 """Response bodies validated against the vendor OpenAPI `components.schemas` ($refs resolved,
 OAS 3.0 `nullable` translated). Relaxed where the spec is known wrong (API-NOTES section 12), by
-http_helpers.relax_schemas (shared with test_http_property.py):
+tests.support.sandbox_http.relax_schemas (shared with test_http_property.py):
 - container `type` enum says `account` → `container`;
 - port `latitude`/`longitude` are strings on the wire → string or number;
 - transport_event `relationships.vessel.data` uses `name` instead of `type` → not checked;
@@ -50,8 +50,8 @@ def check(schema, name, instance):
     jsonschema.validate(instance, schema(name))
 
 
-def test_lists_and_resources(sandbox, schema):
-    cl = Client(sandbox.base_url, FULL_KEY)
+def test_lists_and_resources(own_sandbox, schema):
+    cl = Client(own_sandbox.base_url, FULL_KEY)
     shp = ok(cl.get("/shipments?page[size]=10&include=containers,port_of_lading,port_of_discharge,pod_terminal"))
     check(schema, "links", shp["links"])
     check(schema, "meta", shp["meta"])

@@ -4,7 +4,7 @@ and checks each answer: never a 5xx, and status code, content type and body
 as the spec documents them. Seeded and bounded (MAX_EXAMPLES per operation, no shrinking).
 
 Where the spec is known wrong the spec is relaxed before loading, in ONE place: `relax_schemas`
-(http_helpers, shared with test_http_openapi.py) for response schemas, and SPEC_FIXES below for the
+(tests.support.sandbox_http, shared with test_http_openapi.py) for response schemas, and SPEC_FIXES below for the
 rest, each entry citing what proves the spec wrong."""
 
 from __future__ import annotations

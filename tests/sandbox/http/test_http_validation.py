@@ -16,8 +16,9 @@ def tr(**attrs) -> dict:
 
 
 @pytest.fixture
-def cl(sandbox) -> Client:
-    return Client(sandbox.base_url, FULL_KEY)
+def cl(own_sandbox) -> Client:
+    """A client of a sandbox of the test's own: the valid requests create tracking requests and parties."""
+    return Client(own_sandbox.base_url, FULL_KEY)
 
 
 def by_pointer(errs):
