@@ -101,6 +101,7 @@ def empty_workdir(tmp_path: Path) -> Path:
     return tmp_path / "work"
 
 
+@pytest.mark.slow
 def test_loading_the_definitions_touches_nothing(empty_workdir: Path):
     """Every run step and the daemon import the code location: the import opens no database, writes no
     file, connects to nothing, and leaves dlt, geopandas and matplotlib to the runs that need them."""

@@ -254,6 +254,7 @@ def tick(sensor, instance, cursor: str) -> dg.SensorResult:
 # ---- the run-failure sensor ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_failed_run_is_posted_and_mailed_once(
     dagster_instance, webhook, alert_env, with_email, caplog, capfd
 ):
@@ -297,6 +298,7 @@ def test_a_failed_run_is_posted_and_mailed_once(
     assert_no_secret(logged(caplog, capfd), json.dumps(payload), str(message), result.cursor or "")
 
 
+@pytest.mark.slow
 def test_without_a_ui_url_the_message_has_no_link(dagster_instance, webhook, alert_env, monkeypatch):
     monkeypatch.delenv(settings.ALERT_UI_URL_ENV)
     cursor = first_tick(run_failure_alert_sensor, dagster_instance)
@@ -309,6 +311,7 @@ def test_without_a_ui_url_the_message_has_no_link(dagster_instance, webhook, ale
 # ---- the asset-check sensor ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_failed_checks_are_posted_once_a_run(dagster_instance, webhook, alert_env):
     cursor = first_tick(asset_check_failure_alert_sensor, dagster_instance)
     passed = dg.materialize([shipments, has_rows, few_issues, keys_unique], instance=dagster_instance)
@@ -407,6 +410,7 @@ def test_a_webhook_that_times_out_logs_one_line_without_its_secret(webhook, aler
     assert_no_secret(caplog.text)
 
 
+@pytest.mark.slow
 def test_an_unreachable_webhook_fails_the_sensor_tick_never(
     dagster_instance, alert_env, monkeypatch, caplog, capfd
 ):
@@ -425,6 +429,7 @@ def test_an_unreachable_webhook_fails_the_sensor_tick_never(
     assert_no_secret(logs, result.cursor)
 
 
+@pytest.mark.slow
 def test_smtp_without_starttls_is_a_permanent_failure_logged_without_the_password(
     alert_env, with_email, monkeypatch, caplog
 ):
@@ -436,6 +441,7 @@ def test_smtp_without_starttls_is_a_permanent_failure_logged_without_the_passwor
     assert_no_secret(caplog.text)
 
 
+@pytest.mark.slow
 def test_email_without_recipients_says_so(alert_env, with_email, monkeypatch, caplog):
     monkeypatch.delenv(settings.ALERT_EMAIL_TO_ENV)
     assert Notifier().send(sample_alert()) == {"webhook": True, "email": False}

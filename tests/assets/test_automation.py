@@ -12,8 +12,6 @@ from assets.ingest import INGEST_GROUP
 from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME, geoparquet_path, maps_dir
 from tests.support.dagster import sandbox_resources
 
-pytestmark = pytest.mark.slow
-
 
 def definitions_on(resources: dict) -> dg.Definitions:
     """The code location's definitions with the test's resources (same assets, checks, sensors, executor)."""
@@ -55,6 +53,7 @@ def test_the_automation_sensor_is_on_by_default_and_targets_only_what_spends_no_
     assert defs.executor.name == "in_process"
 
 
+@pytest.mark.slow
 def test_an_ingest_alone_refreshes_models_and_maps_at_the_next_evaluation(sandbox, tmp_path):
     resources = sandbox_resources(sandbox, tmp_path)
     definitions = definitions_on(resources)

@@ -29,7 +29,6 @@ from tests.support.dagster import TEST_RATE_WINDOW, warehouse_resource
 from tests.support.readme import block_with
 from tests.support.sandboxes import FULL_KEY
 
-pytestmark = pytest.mark.slow
 # The README's line that points DAGSTER_HOME at the project's instance: here the instance is a temporary
 # DAGSTER_HOME made from the same dagster.yaml (DaemonDeployment), so that line is the one not run.
 INSTANCE_LINE = "export DAGSTER_HOME=$PWD"
@@ -67,6 +66,14 @@ def daemon_run(sandbox, tmp_path_factory):
             yield record, events, deployment, workdir / "data"
 
 
+def test_the_readmes_dagster_commands_name_no_module():
+    # with `-m assets.definitions` a command names a code location the daemon does not serve: the schedule it
+    # starts stays stopped there and the run it launches fails (issue 31)
+    dagster_lines = [line for line in readme_dagster_block() if line.startswith(".venv/bin/dagster ")]
+    assert dagster_lines and not [line for line in dagster_lines if " -m " in line or "--module-name" in line]
+
+
+@pytest.mark.slow
 def test_the_readme_starts_the_daily_schedule_where_the_daemon_runs_it(daemon_run):
     record, _, deployment, _ = daemon_run
     # the code location a daemon started at the project root serves (a command given `-m` names another)
@@ -78,6 +85,7 @@ def test_the_readme_starts_the_daily_schedule_where_the_daemon_runs_it(daemon_ru
     assert ("full_sync_daily", served) in running, running
 
 
+@pytest.mark.slow
 def test_the_daemon_launches_full_sync_and_it_succeeds(daemon_run):
     record, events, deployment, data = daemon_run
     assert record.dagster_run.status == dg.DagsterRunStatus.SUCCESS, deployment.log_path.read_text()[-3000:]
@@ -92,6 +100,7 @@ def test_the_daemon_launches_full_sync_and_it_succeeds(daemon_run):
     assert (data / GEOPARQUET_FILE_NAME).exists()
 
 
+@pytest.mark.slow
 def test_every_step_runs_in_the_one_run_worker_process(daemon_run):
     _, events, _, _ = daemon_run
     step_pids = {e.dagster_event.pid for e in events if e.dagster_event and e.dagster_event.event_type == dg.DagsterEventType.STEP_START}
@@ -102,6 +111,7 @@ def test_every_step_runs_in_the_one_run_worker_process(daemon_run):
     assert step_pids == {worker_pid}
 
 
+@pytest.mark.slow
 def test_the_run_records_its_api_spend_once_and_never_the_key(daemon_run):
     record, events, deployment, _ = daemon_run
     assert int(record.dagster_run.tags["ocean_tracking/api_requests"]) > 0

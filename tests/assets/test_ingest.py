@@ -13,8 +13,6 @@ from assets.ingest import INGEST_KEYS, asset_key, ocean_tracking_assets
 from tests.support.dagster import sandbox_resources
 from tests.support.sandboxes import FULL_KEY
 
-pytestmark = pytest.mark.slow
-
 
 def _check_results(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
     return {
@@ -49,6 +47,7 @@ def two_runs(sandbox, tmp_path_factory):
         yield runs, stored, instance
 
 
+@pytest.mark.slow
 def test_whole_graph_materializes_twice_and_every_check_passes(two_runs):
     runs, _, _ = two_runs
     for run in runs:
@@ -60,6 +59,7 @@ def test_whole_graph_materializes_twice_and_every_check_passes(two_runs):
         assert not failed
 
 
+@pytest.mark.slow
 def test_runs_report_the_api_spend_once_but_never_the_key(two_runs):
     runs, stored, instance = two_runs
     first, second = runs
@@ -76,6 +76,7 @@ def test_runs_report_the_api_spend_once_but_never_the_key(two_runs):
     assert FULL_KEY not in json.dumps(instance.get_run_by_id(first.run_id).tags)
 
 
+@pytest.mark.slow
 def test_every_table_reports_its_rows_and_when_its_data_last_changed(two_runs):
     runs, _, _ = two_runs
     first, second = ({e.asset_key: e.materialization.metadata for e in run.get_asset_materialization_events()} for run in runs)
@@ -98,6 +99,7 @@ def test_every_table_reports_its_rows_and_when_its_data_last_changed(two_runs):
     assert unchanged
 
 
+@pytest.mark.slow
 def test_rows_and_geometry_view_are_in_the_warehouse(two_runs):
     runs, _, _ = two_runs
     by_key = {
@@ -129,6 +131,7 @@ def test_only_tracking_requests_can_be_materialized(sandbox, tmp_path, dagster_i
     assert _spent(result, dagster_instance) == 2
 
 
+@pytest.mark.slow
 def test_a_failing_map_is_a_warning_and_a_sync_issues_row_not_a_failed_run(
     own_sandbox, tmp_path, dagster_instance, monkeypatch
 ):
@@ -157,6 +160,7 @@ def test_a_failing_map_is_a_warning_and_a_sync_issues_row_not_a_failed_run(
     assert len(warnings) == 1 and broken in warnings[0]
 
 
+@pytest.mark.slow
 def test_a_quarter_of_the_maps_failing_loads_what_arrived_then_fails_the_run(
     own_sandbox, tmp_path, dagster_instance, monkeypatch
 ):

@@ -88,6 +88,7 @@ def test_refresh_schedule_runs_hourly_for_a_small_account(tmp_path):
     assert not warehouse.store().exists()  # planning reads, never creates
 
 
+@pytest.mark.slow
 def test_refresh_schedule_skips_off_cadence_when_the_account_outgrew_hourly(tmp_path):
     warehouse = _huge_warehouse(tmp_path / "data")
     off = dg.build_schedule_context(

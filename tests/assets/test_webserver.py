@@ -18,7 +18,6 @@ from assets.ingest import INGEST_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 QUERY = "{ assetNodes { assetKey { path } } }"
-pytestmark = pytest.mark.slow
 
 
 def _free_port() -> int:
@@ -95,6 +94,7 @@ def _session_alive(session_id: int) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_dagster_dev_started_in_the_background_stops_on_sigterm_and_leaves_nothing(tmp_path):
     # the condition that made `dagster dev &` unstoppable: SIGINT inherited as ignored
     shutil.copy(ROOT / "dagster.yaml", tmp_path / "dagster.yaml")

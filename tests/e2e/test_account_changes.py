@@ -3,6 +3,7 @@ deleted in the real sandbox over HTTP, and shipments that leave the account."""
 
 from __future__ import annotations
 
+import pytest
 import requests
 
 from tests.support.sandboxes import FULL_KEY
@@ -50,6 +51,7 @@ def test_custom_fields_land_and_follow_edits_and_deletions(own_sandbox, tmp_path
     assert second.scalar(f"select count(*) from custom_fields where _dlt_load_id = '{newest}'") == 1
 
 
+@pytest.mark.slow
 def test_shipments_that_leave_the_account_are_flagged_and_come_back(make_sandbox, tmp_path):
     """The same account, first with 60 shipments, then served by a sandbox of the same seed holding 50 of
     them (the world is generated shipment by shipment, so the smaller one is a prefix): the ten missing

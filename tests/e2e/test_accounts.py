@@ -98,6 +98,7 @@ def test_two_accounts_land_in_their_own_datasets_and_models(make_sandbox, tmp_pa
     assert FULL_KEY not in output and OTHER_ACCOUNT_KEY not in output
 
 
+@pytest.mark.slow
 def test_a_dataset_refuses_another_accounts_key_before_extracting_and_a_rejected_key_changes_nothing(
     make_sandbox, tmp_path
 ):
@@ -139,6 +140,7 @@ with WarehouseStore(catalog=sys.argv[2], data_path=sys.argv[3]).syncing(sys.argv
 """
 
 
+@pytest.mark.slow
 def test_a_second_run_of_an_account_waits_and_another_account_does_not(make_sandbox, tmp_path):
     server = make_sandbox(**FROZEN_WORLD, account_keys=[(OTHER_ACCOUNT_KEY,)])
     env = accounts_env(server, tmp_path)

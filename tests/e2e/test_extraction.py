@@ -8,6 +8,15 @@ import shutil
 import subprocess
 import sys
 
+import dagster as dg
+import pytest
+
+from assets.ingest import ocean_tracking_assets
+from assets.models import model_assets
+from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
+from pipelines.warehouse.models import project_models
+from pipelines.warehouse.tables import table_row_counts
+from tests.support.dagster import sandbox_resources
 from tests.support.lakes import lake_in
 from tests.support.sandboxes import (
     BASIC_KEY,
@@ -31,6 +40,7 @@ def _duplicate_ids(result, table: str) -> int:
     return result.scalar(f"select count(*) - count(distinct id) from {table}")
 
 
+@pytest.mark.slow
 def test_full_load_lands_every_table_with_the_services_counts(synced, own_sandbox):
     result = synced  # one full sync of the world `own_sandbox` serves
 
@@ -85,6 +95,7 @@ def test_map_features_are_typed_rows_with_real_geometries(synced):
     assert mismatched == 0
 
 
+@pytest.mark.slow
 def test_second_run_adds_nothing_and_spends_only_the_pages(synced, own_sandbox, synced_copy):
     counts = {table: synced.scalar(f"select count(*) from {table}") for table in ENTITY_TABLES}
 
@@ -112,6 +123,7 @@ def test_second_run_adds_nothing_and_spends_only_the_pages(synced, own_sandbox, 
     assert list((synced_copy.workdir / "dlt").rglob("*.parquet")) == []
 
 
+@pytest.mark.slow
 def test_changes_land_after_the_clock_moves(synced, own_sandbox, synced_copy):
     etas_before = dict(synced.query("select id, pod_eta_at from shipments"))
     events_before = synced.scalar("select count(*) from transport_events")
@@ -133,6 +145,7 @@ def test_changes_land_after_the_clock_moves(synced, own_sandbox, synced_copy):
     assert second.stats["requests"]["default"] > shipment_pages + 3
 
 
+@pytest.mark.slow
 def test_incremental_state_survives_a_new_process(own_sandbox, tmp_path):
     env = cli_env(own_sandbox.base_url, tmp_path)  # the default destination: the lake under tmp_path/data
     command = [sys.executable, "-m", "pipelines", "sync", "--no-progress"]
@@ -157,6 +170,7 @@ def test_incremental_state_survives_a_new_process(own_sandbox, tmp_path):
     assert FULL_KEY not in first.stdout + first.stderr + second.stdout + second.stderr
 
 
+@pytest.mark.slow
 def test_missing_routing_entitlement_turns_maps_off_with_one_warning(own_sandbox, tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="pipelines"):
         result = sync_once(own_sandbox, tmp_path, key=BASIC_KEY)
@@ -169,6 +183,7 @@ def test_missing_routing_entitlement_turns_maps_off_with_one_warning(own_sandbox
     assert BASIC_KEY not in caplog.text
 
 
+@pytest.mark.slow
 def test_full_speed_in_a_scaled_window_receives_no_429(make_sandbox, tmp_path):
     server = make_sandbox(rate_window=2.0)
 
@@ -179,6 +194,7 @@ def test_full_speed_in_a_scaled_window_receives_no_429(make_sandbox, tmp_path):
     assert sandbox_stats(server)["rate_limited_by_key"] == {}
 
 
+@pytest.mark.slow
 def test_retry_after_is_honoured_under_a_429_storm(synced, make_sandbox, tmp_path):
     clean = synced  # the shared world, synced without a fault
     assert clean.stats["responses_429"] == 0
@@ -192,3 +208,39 @@ def test_retry_after_is_honoured_under_a_429_storm(synced, make_sandbox, tmp_pat
     assert stormy.query("select id, pod_eta_at from shipments order by id") == clean.query(
         "select id, pod_eta_at from shipments order by id"
     )
+
+
+# ---- one load path: the CLI and Dagster ------------------------------------------------------------------
+# One load path: the CLI's `sync` and the Dagster ingest + models leave the same tables and rows.
+
+
+def _tables_and_rows(store) -> dict[str, int]:
+    return {
+        f"{schema}.{table}": rows
+        for schema in (DATASET_NAME, ANALYTICS_SCHEMA)
+        for table, rows in table_row_counts(store, schema, views=True).items()
+    }
+
+
+@pytest.mark.slow
+def test_cli_sync_and_dagster_leave_the_same_tables(own_sandbox, tmp_path):
+    env = cli_env(own_sandbox.base_url, tmp_path, SOURCES__OCEAN_TRACKING__APP_URL=own_sandbox.app_url)
+    env["OCEAN_TRACKING_DATA_DIR"] = str(tmp_path / "cli")
+    command = [sys.executable, "-m", "pipelines", "sync", "--no-progress",
+               "--geoparquet", str(tmp_path / "cli" / "features.parquet")]  # fmt: skip
+    cli = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+
+    dagster_dir = tmp_path / "dagster"
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(
+            [ocean_tracking_assets, *model_assets],
+            resources=sandbox_resources(own_sandbox, dagster_dir),
+            instance=instance,
+        )
+    assert result.success
+
+    by_cli, by_dagster = _tables_and_rows(lake_in(tmp_path / "cli")), _tables_and_rows(lake_in(dagster_dir / "data"))
+    assert by_cli == by_dagster
+    assert {f"{ANALYTICS_SCHEMA}.{model.name}" for model in project_models() if model.layer == "marts"} <= set(by_cli)
+    assert by_cli[f"{DATASET_NAME}.shipments"] > 0 and by_cli[f"{ANALYTICS_SCHEMA}.container_status"] > 0

@@ -147,6 +147,7 @@ def test_fixture_server_answers_like_the_live_service(fixtures):
         assert "<!DOCTYPE html>" in missing.text
 
 
+@pytest.mark.slow
 def test_sync_completes_with_the_fixtures_row_counts(live_sync, fixtures):
     result, server = live_sync.result, live_sync.server
 
@@ -174,6 +175,7 @@ def test_sync_completes_with_the_fixtures_row_counts(live_sync, fixtures):
     ]
 
 
+@pytest.mark.slow
 def test_the_failing_custom_fields_list_is_a_sync_issue_not_a_failed_sync(live_sync):
     """The live `GET /custom_fields` answered 500 (captured): the sync loads everything else, lists the
     failure in sync_issues like a failed map, and the definitions still land typed."""
@@ -186,6 +188,7 @@ def test_the_failing_custom_fields_list_is_a_sync_issue_not_a_failed_sync(live_s
     assert result.scalar("select count(*) from custom_field_definitions where entity_type = 'Shipment'") >= 3
 
 
+@pytest.mark.slow
 def test_live_only_attributes_land_as_columns(live_sync):
     result = live_sync.result
 
@@ -214,6 +217,7 @@ def test_live_only_attributes_land_as_columns(live_sync):
     assert _columns(result, "shipments")["pol_original_etd_at"].startswith("TIMESTAMP")
 
 
+@pytest.mark.slow
 def test_maps_are_skipped_with_one_warning(live_sync):
     result, server = live_sync.result, live_sync.server
 

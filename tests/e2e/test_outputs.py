@@ -23,6 +23,7 @@ def _lake_sync(server, workdir: Path) -> None:
         sync_account(client, target, pipelines_dir=workdir / "dlt")
 
 
+@pytest.mark.slow
 def test_parquet_lake_merges_instead_of_appending(sandbox, tmp_path):
     _lake_sync(sandbox, tmp_path)
     _lake_sync(sandbox, tmp_path)
@@ -44,6 +45,7 @@ def exported(synced, tmp_path_factory) -> tuple[SyncResult, Path, GeoParquetExpo
     return synced, out, export_map_features_geoparquet(synced.store, out)
 
 
+@pytest.mark.slow
 def test_map_features_export_as_geoparquet(exported):
     result, out, export = exported
 
@@ -69,6 +71,7 @@ def test_map_features_export_as_geoparquet(exported):
     assert [p.name for p in out.parent.glob("*map_features*")] == [out.name]  # no partial file left behind
 
 
+@pytest.mark.slow
 def test_geoparquet_is_rewritten_only_when_the_map_features_changed(synced_copy, tmp_path):
     result = synced_copy  # the test deletes rows: its own copy of the shared lake
     out = tmp_path / "map_features.parquet"

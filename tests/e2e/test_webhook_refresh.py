@@ -24,7 +24,6 @@ from tests.support.lakes import copy_lake, lake_in
 from tests.support.sandboxes import FROZEN_WORLD, FULL_KEY, advance_clock, deliver_webhooks
 from tests.support.syncs import SyncResult, make_client, sync_once
 
-pytestmark = pytest.mark.slow
 HOURS = 3600
 # Columns that are the load's, not the service's.
 COMPARED_TABLES = {"shipments": "id", "containers": "shipment_id", "transport_events": "shipment_id"}
@@ -59,6 +58,7 @@ def world(make_sandbox, synced, tmp_path: Path):
             yield server, first, journal_path, receiver, registration
 
 
+@pytest.mark.slow
 def test_a_targeted_refresh_loads_what_a_full_sync_loads_for_a_fraction_of_the_requests(world, tmp_path):
     server, first, journal_path, _, _ = world
     advance_clock(server, 6 * HOURS)
@@ -112,6 +112,7 @@ def test_an_older_notification_after_a_newer_one_changes_nothing(world, tmp_path
     assert rows_of(first, "shipments", "id", {shipment_id}) == before
 
 
+@pytest.mark.slow
 def test_register_then_serve_then_refresh_from_the_command_line(make_sandbox, tmp_path, capsys, monkeypatch):
     """The README's three commands: `webhooks register` stores the secret (never printed), a second run
     updates the same webhook, and `refresh` applies what the receiver journaled."""

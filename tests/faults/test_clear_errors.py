@@ -62,6 +62,7 @@ def test_a_warehouse_held_by_another_process_names_the_holder(make_sandbox, tmp_
     assert requests_served(server) == 0, "no request is spent while the warehouse is held"
 
 
+@pytest.mark.slow
 def test_a_corrupt_limiter_file_is_named_with_the_remedy(make_sandbox, tmp_path):
     server = make_sandbox(**FROZEN_WORLD)
     (tmp_path / "limiter.sqlite").write_bytes(b"this is not a database" * 100)
@@ -73,6 +74,7 @@ def test_a_corrupt_limiter_file_is_named_with_the_remedy(make_sandbox, tmp_path)
     assert sync(server, tmp_path).returncode == 0, "deleting it is the whole remedy"
 
 
+@pytest.mark.slow
 def test_two_accounts_sharing_one_dlt_folder_never_share_a_working_folder(make_sandbox, tmp_path):
     server = make_sandbox(**FROZEN_WORLD)
     # one DuckLake per account: each account's data folder
@@ -95,6 +97,7 @@ def test_two_accounts_sharing_one_dlt_folder_never_share_a_working_folder(make_s
     assert FULL_KEY not in "".join(run.stderr + run.stdout for run in runs)
 
 
+@pytest.mark.slow
 def test_a_warehouse_taken_during_the_extraction_is_waited_for_not_thrown_away(make_sandbox, tmp_path, clean_snapshot):
     # the plain DuckDB option: an analyst's read-only session holds its file (never the lake, see below)
     server = make_sandbox(**FROZEN_WORLD)
@@ -119,6 +122,7 @@ def test_a_warehouse_taken_during_the_extraction_is_waited_for_not_thrown_away(m
     assert snapshot(SyncResult({}, duckdb_store(warehouse))) == clean_snapshot
 
 
+@pytest.mark.slow
 def test_a_sync_extracts_while_the_lake_is_written_then_waits_for_the_writer_and_loads(
     make_sandbox, tmp_path, clean_snapshot
 ):
@@ -145,6 +149,7 @@ def test_a_sync_extracts_while_the_lake_is_written_then_waits_for_the_writer_and
     assert snapshot(SyncResult({}, lake_in(tmp_path / "data"))) == clean_snapshot
 
 
+@pytest.mark.slow
 def test_a_lake_writer_that_never_lets_go_fails_the_sync_in_one_line_and_the_next_sync_loads_its_extraction(
     make_sandbox, tmp_path, clean_snapshot
 ):
@@ -175,6 +180,7 @@ def test_a_lake_writer_that_never_lets_go_fails_the_sync_in_one_line_and_the_nex
     assert snapshot(SyncResult({}, lake_in(tmp_path / "data"))) == clean_snapshot
 
 
+@pytest.mark.slow
 def test_an_analysts_open_session_delays_neither_a_sync_nor_a_write_back_publish(make_sandbox, tmp_path):
     server = make_sandbox(**FROZEN_WORLD)
     assert sync(server, tmp_path).returncode == 0

@@ -23,7 +23,7 @@ from pipelines.settings import ENV_PREFIX
 from tests.support.sandboxes import FULL_KEY
 from tests.support.syncs import cli_env
 
-pytestmark = [pytest.mark.faults, pytest.mark.serial(reason="asserts a bound on wall time")]
+pytestmark = pytest.mark.faults
 
 LIMIT_SECONDS = 120  # what a hung service may cost a sync with the default settings
 # What a process's start, dlt's setup and the error's report may add to the request deadline.
@@ -71,6 +71,8 @@ def test_the_default_deadline_keeps_a_hung_sync_within_two_minutes():
     assert defaults["request_deadline"] + STARTUP_ALLOWANCE_SECONDS <= LIMIT_SECONDS
 
 
+@pytest.mark.slow
+@pytest.mark.serial(reason="asserts a bound on wall time")
 def test_a_hung_service_fails_the_sync_within_its_deadline_in_one_line(tmp_path):
     with silent_server() as (port, accepted):
         env = cli_env(f"http://127.0.0.1:{port}/v2", tmp_path, window=60.0)

@@ -32,6 +32,7 @@ def _interrupted_line(outputs: tuple[str, str], how: str) -> str:
     return lines[-1]
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_extraction_ends_the_sync_in_one_line(make_sandbox, tmp_path):
     # every answer a second late: the extraction is still running when the signal comes, however loaded the machine
     server = make_sandbox(**FROZEN_WORLD, shipments=50, faults="slow", fault_rate=1.0, fault_delay=1.0)
@@ -53,6 +54,7 @@ def test_ctrl_c_during_the_extraction_ends_the_sync_in_one_line(make_sandbox, tm
     assert "the warehouse keeps what earlier runs loaded" in line and "the next sync" in line
 
 
+@pytest.mark.slow
 def test_sigterm_while_waiting_for_the_sync_lock_ends_the_sync_in_one_line(tmp_path):
     env = cli_env("http://127.0.0.1:9/v2", tmp_path)  # never reached: the run waits before any request
     warehouse = tmp_path / "warehouse.duckdb"  # a plain file: nothing to create before the wait, unlike a lake

@@ -44,6 +44,7 @@ def without_container(tables: dict[str, list[tuple]], container_id: str) -> dict
     return {**tables, "map_features": [row for row in tables["map_features"] if row[0] != container_id]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("status", "body"), [(500, "json"), (404, "html")])
 def test_a_map_failing_every_time_is_skipped_listed_and_leaves_when_it_answers(
     status, body, make_sandbox, tmp_path, clean_snapshot
@@ -79,6 +80,7 @@ def test_a_map_failing_every_time_is_skipped_listed_and_leaves_when_it_answers(
     assert snapshot(result) == clean_snapshot
 
 
+@pytest.mark.slow
 def test_a_quarter_of_the_maps_failing_loads_the_rest_then_fails_the_sync_in_one_line(
     make_sandbox, tmp_path, clean_snapshot
 ):
@@ -96,6 +98,7 @@ def test_a_quarter_of_the_maps_failing_loads_the_rest_then_fails_the_sync_in_one
     assert snapshot(result)["shipments"] == clean_snapshot["shipments"], "what arrived is loaded"
 
 
+@pytest.mark.slow
 def test_every_map_failing_stops_the_sync_early_and_commits_nothing(make_sandbox, tmp_path):
     server = make_sandbox(**FROZEN_WORLD)
     set_routes(server, [{"path": "/v2/containers/*/map_geojson", "status": 503}])
@@ -125,6 +128,7 @@ def test_a_refused_item_request_fails_the_sync_and_commits_nothing(status, meani
     assert loaded_tables(result) == set(), "an extraction that failed commits nothing"
 
 
+@pytest.mark.slow
 def test_a_failing_list_page_fails_the_sync_and_leaves_the_previous_load_whole(make_sandbox, tmp_path):
     server = make_sandbox(**FROZEN_WORLD)
     first, before = run_sync(server, tmp_path)
@@ -144,6 +148,7 @@ def test_a_failing_list_page_fails_the_sync_and_leaves_the_previous_load_whole(m
     assert again.returncode == 0 and "Finished the load" not in again.stdout, "no package was left pending"
 
 
+@pytest.mark.slow
 def test_on_a_delta_lake_the_issue_row_is_written_then_deleted(make_sandbox, tmp_path):
     from deltalake import DeltaTable
 

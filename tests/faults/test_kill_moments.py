@@ -26,6 +26,15 @@ LEFT_BEHIND = {
     "load": (0, 0, 1, 0),
     "after_load": (0, 0, 0, 1),
 }
+
+
+def test_every_moment_the_driver_can_kill_at_is_one_this_loop_covers():
+    # a moment added to the driver without its expected leftovers here would never be tried
+    assert set(MOMENTS) == set(LEFT_BEHIND)
+    assert all(len(left) == len(STAGES) for left in LEFT_BEHIND.values())
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("moment", MOMENTS)
 def test_a_sync_killed_at_a_moment_then_rerun_equals_a_clean_run(
     moment, make_sandbox, tmp_path, clean_snapshot

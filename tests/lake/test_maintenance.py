@@ -16,8 +16,6 @@ from tests.support.dagster import warehouse_resource
 from tests.support.sandboxes import advance_clock
 from tests.support.syncs import sync_once
 
-pytestmark = pytest.mark.slow
-
 CONTAINERS = "select id, current_status, pod_discharged_at from ocean_tracking.containers{at} order by id"
 
 
@@ -58,6 +56,7 @@ def test_maintenance_compacts_and_time_travel_reaches_back_within_the_retention(
     assert _rows(store, f" at (timestamp => '{taken_at.isoformat()}'::timestamptz)") == as_first
 
 
+@pytest.mark.slow
 def test_expired_snapshots_are_gone_and_their_files_deleted(two_syncs):
     store, version, _taken_at, _as_first = two_syncs
     current = _rows(store)
@@ -72,6 +71,7 @@ def test_expired_snapshots_are_gone_and_their_files_deleted(two_syncs):
         _rows(store, f" at (version => {version})")
 
 
+@pytest.mark.slow
 def test_the_dagster_asset_records_the_figures(two_syncs, tmp_path):
     store, *_ = two_syncs
     with dg.instance_for_test() as instance:

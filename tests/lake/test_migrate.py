@@ -134,6 +134,7 @@ def odd_warehouse(tmp_path) -> Path:
     return file
 
 
+@pytest.mark.slow
 def test_types_the_lake_cannot_hold_views_and_the_journal_come_along(odd_warehouse, tmp_path):
     store = lake_in(tmp_path / "data")
     journal = tmp_path / "data" / WRITEBACK_JOURNAL_FILE_NAME

@@ -1,9 +1,11 @@
-"""`lake session`: DuckDB's own command line on the lake, ready at once and offline. Run as a user runs it
-(`python -m pipelines lake session`), with a DuckDB home of its own, so the extensions it finds are the
-ones it installed from the wheels (auto-install is off: nothing is downloaded)."""
+"""Analysts on the lake. `lake session`: DuckDB's own command line on the lake, ready at once and offline. Run as a
+user runs it (`python -m pipelines lake session`), with a DuckDB home of its own, so the extensions it finds are
+the ones it installed from the wheels (auto-install is off: nothing is downloaded). And analysts beside the
+schedule: sessions open while syncs write."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 from pipelines.settings import ACCOUNTS_ENV, LAKE_NAME
 from pipelines.warehouse.extensions import BUNDLED, bundled_extension_path, offline_connection
 from tests.support.lakes import lake_in
+from tests.support.sandboxes import advance_clock
 from tests.support.syncs import cli_env
 
 OFFLINE = {
@@ -85,6 +88,7 @@ def test_print_sql_gives_statements_another_duckdb_can_run(synced, lake_env):
     assert count == result.scalar("select count(*) from containers")
 
 
+@pytest.mark.slow
 def test_a_session_opens_in_the_marts_of_its_account(tmp_path):
     """`show tables` lists the marts at once (the lake's default schema is empty); with accounts, those of the
     account named; the raw tables stay a `schema.table` away."""
@@ -112,6 +116,7 @@ def test_a_session_opens_in_the_marts_of_its_account(tmp_path):
     assert emea.stdout.split() == ["name", "container_free_time", "n", "1"]
 
 
+@pytest.mark.slow
 def test_a_home_duckdb_cannot_write_is_one_line_saying_so(tmp_path):
     """DuckDB keeps extensions under $HOME; a home that is no folder (or not this user's) stops a sync before
     any request, in one line."""
@@ -131,3 +136,54 @@ def test_no_lake_yet_is_one_line_saying_to_sync(tmp_path):
     assert run.stdout == ""
     (line,) = run.stderr.strip().splitlines()
     assert "run a sync first" in line
+
+
+# ---- analysts beside the schedule ------------------------------------------------------------------------
+# Analysts query while the schedule writes (issue 14's bar): analyst processes hold read-only sessions on the
+# lake and query every 0.5 s while three CLI syncs run, the world's clock advanced between them. Every sync
+# succeeds, no analyst query fails, the analyst in autocommit sees each sync's load without reconnecting, and
+# the one inside a long transaction keeps its snapshot and blocks nobody.
+
+
+SYNCS = 3
+
+
+def _analyst(catalog: str, *extra: str) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.analyst", catalog, "--every", "0.5", *extra],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert json.loads(process.stdout.readline()) == {"ready": True}, process.stderr.read()
+    return process
+
+
+def _stop(process: subprocess.Popen) -> list[dict]:
+    out, err = process.communicate(input="", timeout=60)
+    assert process.returncode == 0, err
+    return [json.loads(line) for line in out.splitlines()]
+
+
+@pytest.mark.slow
+def test_analysts_query_through_three_syncs_without_an_error(own_sandbox, synced_copy, tmp_path):
+    # the lake an earlier sync left (a copy of the shared one, of the world own_sandbox serves), then three CLI syncs
+    env = cli_env(own_sandbox.base_url, tmp_path, SOURCES__OCEAN_TRACKING__APP_URL=own_sandbox.app_url)
+    command = [sys.executable, "-m", "pipelines", "sync", "--no-progress", "--no-maps"]
+    catalog = synced_copy.store.catalog
+
+    autocommit, long_transaction = _analyst(catalog), _analyst(catalog, "--long-transaction")
+    try:
+        for _ in range(SYNCS):
+            advance_clock(own_sandbox, 2 * 86400)
+            sync = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+            assert sync.returncode == 0, sync.stderr
+    finally:
+        seen, held = _stop(autocommit), _stop(long_transaction)
+
+    for lines in (seen, held):
+        errors = [line["error"] for line in lines if "error" in line]
+        assert errors == [], errors
+    loads = sorted({line["load"] for line in seen})
+    assert len(loads) == SYNCS + 1, f"the analyst saw loads {loads}: one per sync, the first one included"
+    assert seen[-1]["events"] > seen[0]["events"], "new transport events arrived as the clock moved"
+    assert len({(line["load"], line["events"]) for line in held}) == 1, "a transaction keeps its snapshot"
+    assert len(seen) >= 2 * SYNCS

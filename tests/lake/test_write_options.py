@@ -5,6 +5,7 @@ one), and so does every other writer: a model's or a migration's `create table a
 from __future__ import annotations
 
 import duckdb
+import pytest
 
 from pipelines.settings import LAKE_NAME
 from pipelines.warehouse.store import LAKE_WRITE_OPTIONS
@@ -26,6 +27,7 @@ def test_a_writer_gives_a_new_lake_its_options_and_a_reader_sees_them(tmp_path):
         assert _options(con) == {**_options(con), **LAKE_WRITE_OPTIONS}
 
 
+@pytest.mark.slow
 def test_a_table_is_written_in_row_groups_of_at_most_10_000_rows(tmp_path):
     store = lake_in(tmp_path)
     with store.writing(), store.connect() as con:

@@ -170,6 +170,7 @@ def test_the_renderers_draw_a_route_whatever_degenerate_geometry_it_holds(tmp_pa
 # ---- the map assets ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_map_assets_succeed_on_degenerate_lines_and_report_a_map_they_cannot_draw(map_warehouse, tmp_path):
     """The maps' warehouse cut to three containers at sea, in a lake of its own: one's past track is the
     service's line of two identical points (and a leg has an unknown position), one map cannot be written

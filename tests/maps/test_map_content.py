@@ -34,6 +34,7 @@ def _lines_jumping_over_180(geoms) -> int:
 # ---- GeoParquet ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_geoparquet_primary_geometry_is_the_antimeridian_split_one(map_warehouse, materialized):
     _, data_dir = materialized
     path = data_dir / "map_features.parquet"
@@ -118,6 +119,7 @@ def test_overview_reports_containers_at_sea_and_vessels_as_the_warehouse_counts_
     assert 0 < meta["ports_labelled"] <= ports
 
 
+@pytest.mark.slow
 def test_route_title_names_the_container_its_vessel_and_its_first_and_last_port(map_warehouse):
     features = read_map_features(map_warehouse, in_transit_only=True)
     at_sea = containers_at_sea(map_warehouse)
@@ -139,6 +141,7 @@ def test_route_title_names_the_container_its_vessel_and_its_first_and_last_port(
 # ---- port labels ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_overview_labels_each_port_once_by_name_the_most_called_first(map_warehouse, tmp_path):
     features = read_map_features(map_warehouse, columns=OVERVIEW_COLUMNS)  # what the overview asset reads
     called = query_rows(
@@ -158,6 +161,7 @@ def test_overview_labels_each_port_once_by_name_the_most_called_first(map_wareho
     assert called[0][0] in drawn
 
 
+@pytest.mark.slow
 def test_route_map_labels_every_port_with_its_role_and_name(map_warehouse, tmp_path):
     features = read_map_features(map_warehouse, in_transit_only=True)
     land = load_land()

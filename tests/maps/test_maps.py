@@ -40,6 +40,7 @@ def _png(path: Path) -> np.ndarray:
     return mpimg.imread(path)
 
 
+@pytest.mark.slow
 def test_geoparquet_reads_back_with_every_feature(map_warehouse, materialized):
     result, data_dir = materialized
     path = data_dir / "map_features.parquet"
@@ -71,6 +72,7 @@ def test_geoparquet_footer_records_epsg_4326_as_projjson(materialized):
         assert column["crs"]["id"] == {"authority": "EPSG", "code": 4326}
 
 
+@pytest.mark.slow
 def test_one_route_map_per_container_at_sea(map_warehouse, materialized):
     result, data_dir = materialized
     folder = data_dir / "maps" / "routes"
@@ -120,6 +122,7 @@ def _files(folder: Path) -> dict[str, tuple[int, bytes]]:
     }
 
 
+@pytest.mark.slow
 def test_a_second_run_with_no_change_rewrites_nothing(map_warehouse, materialized):
     _, data_dir = materialized
     before = _files(data_dir)
@@ -166,6 +169,7 @@ def changed_copy(map_warehouse, materialized, tmp_path) -> tuple[Warehouse, Path
     return warehouse_resource(copy_dir), out, {"refreshed": files[refreshed], "gone": files[gone], "lost": files[lost]}
 
 
+@pytest.mark.slow
 def test_only_changed_maps_are_redrawn_and_gone_ones_removed(changed_copy):
     warehouse, out, names = changed_copy
     routes = out / "maps" / "routes"
@@ -224,6 +228,7 @@ def test_rendering_is_deterministic(map_warehouse, tmp_path):
     assert first.extent == second.extent
 
 
+@pytest.mark.slow
 def test_worker_processes_draw_the_same_maps_as_the_run_itself(map_warehouse, materialized, tmp_path, monkeypatch):
     _, data_dir = materialized
     in_process = {name: data for name, (_, data) in _files(data_dir / "maps" / "routes").items()}
@@ -239,6 +244,7 @@ def test_worker_processes_draw_the_same_maps_as_the_run_itself(map_warehouse, ma
     assert all(pooled[name] == in_process[name] for name in pngs)
 
 
+@pytest.mark.slow
 def test_empty_warehouse_gives_no_route_maps_and_an_empty_overview(tmp_path):
     empty = lake_in(tmp_path / "data")
     with empty.writing(), empty.connect():

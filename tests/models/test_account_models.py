@@ -4,6 +4,8 @@ expected value is computed here from the raw tables the sync loaded, then compar
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.dagster import BuiltWarehouse
 
 
@@ -17,6 +19,7 @@ def _expected_leg_status(row: dict) -> str:
     return "awaiting_rail"
 
 
+@pytest.mark.slow
 def test_tracking_state_follows_the_lines_stop_and_the_account(built: BuiltWarehouse):
     stopped = {row[0] for row in built.query(
         "select id from ocean_tracking.shipments where line_tracking_stopped_at is not null")}
@@ -51,6 +54,7 @@ def test_inland_legs_are_the_containers_with_a_rail_leg_and_their_status(built: 
             assert leg["rail_transit_hours"] > 0
 
 
+@pytest.mark.slow
 def test_custom_fields_sit_next_to_their_shipments_and_containers(built: BuiltWarehouse):
     raw = built.query("select count(*) from ocean_tracking.custom_fields")[0][0]
     assert raw > 0
@@ -71,6 +75,7 @@ def test_custom_fields_sit_next_to_their_shipments_and_containers(built: BuiltWa
             assert value["bill_of_lading_number"] == numbers[value["shipment_id"]]
 
 
+@pytest.mark.slow
 def test_tracking_requests_carry_the_statuses_the_service_has(built: BuiltWarehouse):
     statuses = {row[0] for row in built.query("select distinct status from _analytics_staging.stg_tracking_requests")}
     assert {"created", "awaiting_manifest"} <= statuses

@@ -11,6 +11,7 @@ from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo
 
 import duckdb
+import pytest
 
 from pipelines.warehouse.models import dbt_args, dbt_vars, run_dbt
 from pipelines.warehouse.store import duckdb_store
@@ -120,6 +121,7 @@ def _compiled(target: str, variables: dict[str, str], sql: str) -> str:
     return compiled.results[0].node.compiled_code
 
 
+@pytest.mark.slow
 def test_local_dates_on_duckdb(tmp_path):
     """The macros as dbt renders them for DuckDB give every case's date and day count on DuckDB."""
     store = duckdb_store(tmp_path / "warehouse.duckdb")
@@ -130,6 +132,7 @@ def test_local_dates_on_duckdb(tmp_path):
     assert {(case_no, kind): result for case_no, kind, result in rows} == _expected()
 
 
+@pytest.mark.slow
 def test_local_dates_on_postgres(postgres_server, postgres_database, monkeypatch):
     """The macros as dbt renders them for PostgreSQL give the same on a REAL PostgreSQL server."""
     for name, value in {
@@ -146,6 +149,7 @@ def test_local_dates_on_postgres(postgres_server, postgres_database, monkeypatch
     assert {(case_no, kind): result for case_no, kind, result in rows} == _expected()
 
 
+@pytest.mark.slow
 def test_the_vendored_terminals_are_the_reference_list(tmp_path):
     """The macro `reference_terminals` holds every row of the reference terminals.csv it was copied from
     (FIRMS code, port, time zone, name), one per FIRMS code, each zone one DuckDB and Python know."""

@@ -108,6 +108,7 @@ def test_a_missing_manifest_fails_the_definitions_with_the_command_to_run(monkey
     assert "\n" not in str(raised.value)
 
 
+@pytest.mark.slow
 def test_every_model_materializes_with_row_count_and_preview(built: BuiltWarehouse):
     for model in project_models():
         metadata = built.materializations[_key(model.name).to_user_string()]
@@ -156,6 +157,7 @@ def test_container_status_has_one_row_per_container(built: BuiltWarehouse):
     assert set(status_ids) == set(raw_ids)
 
 
+@pytest.mark.slow
 def test_ready_for_pickup_follows_the_rule(built: BuiltWarehouse):
     expected = _ready_by_rule(built)
     actual = dict(built.query("select container_id, ready_for_pickup from analytics.container_status"))
@@ -164,6 +166,7 @@ def test_ready_for_pickup_follows_the_rule(built: BuiltWarehouse):
     assert not all(expected.values())
 
 
+@pytest.mark.slow
 def test_holds_block_pickup_and_pending_holds_do_not(built: BuiltWarehouse, tmp_path):
     """Give two available containers holds the way dlt stores them (replacing whatever holds the world
     gave them) and rebuild: a `hold` blocks pickup, a `pending` one does not. On a copy of the lake."""
@@ -324,6 +327,7 @@ def _assert_local_lfds_and_days_left(warehouse: LakeReader) -> dict[str, dict]:
     return {row["container_id"]: row for row in rows}
 
 
+@pytest.mark.slow
 def test_last_free_day_is_the_terminals_local_date_and_the_days_left_are_counted_now(built: BuiltWarehouse):
     rows = _assert_local_lfds_and_days_left(built)
     with_lfd = [row for row in rows.values() if row["last_free_day"] is not None]
@@ -348,6 +352,7 @@ def test_ordered_by_days_left_containers_picked_up_or_returned_come_last(built: 
     assert all(row["free_time_running"] for row in rows[: len(rows) - len(done)]), "the running ones first"
 
 
+@pytest.mark.slow
 def test_without_a_zone_from_the_api_the_reference_zone_is_used(built: BuiltWarehouse, tmp_path):
     """On a copy of the lake: a container without `pod_timezone` takes its shipment's; one with a name that
     is no zone ('Europe/Rotterdam') too; one whose shipment has none either takes its terminal's zone from
@@ -412,6 +417,7 @@ def _hours(delta: timedelta) -> float:
     return round(delta.total_seconds() / 3600, 2)
 
 
+@pytest.mark.slow
 def test_eta_history_records_each_pod_eta_change(make_sandbox, tmp_path):
     server = make_sandbox(limits=GENEROUS_LIMITS, start=SANDBOX_START, speed=0.0)
     sync_once(server, tmp_path, include_maps=False)
@@ -568,6 +574,7 @@ def _stub_warehouse(path: Path, shipment_number: str) -> None:
         )
 
 
+@pytest.mark.slow
 def test_deep_links_url_encode_the_number_on_a_duckdb_file(tmp_path):
     """Numbers with spaces, slashes and `&` (real bookings have them) stay one query value. Built by the
     CLI's runner on the plain DuckDB file warehouse (target `duckdb`); the app URL's trailing slash goes."""
@@ -583,6 +590,7 @@ def test_deep_links_url_encode_the_number_on_a_duckdb_file(tmp_path):
     }
 
 
+@pytest.mark.slow
 def test_a_subset_builds_only_its_models_and_runs_only_their_tests(built: BuiltWarehouse, tmp_path):
     copy_lake(built.data_dir, tmp_path / "data")
     result = materialize_models(tmp_path / "data", selection=["analytics/stg_vessels"])
@@ -593,6 +601,7 @@ def test_a_subset_builds_only_its_models_and_runs_only_their_tests(built: BuiltW
     assert checks == expected and expected
 
 
+@pytest.mark.slow
 def test_a_failing_dbt_test_fails_its_check_and_the_run_in_one_line(built: BuiltWarehouse, tmp_path):
     copy_lake(built.data_dir, tmp_path / "data")
     with lake_in(tmp_path / "data").writing(), lake_in(tmp_path / "data").connect() as con:
@@ -604,6 +613,7 @@ def test_a_failing_dbt_test_fails_its_check_and_the_run_in_one_line(built: Built
     assert "\n" not in message
 
 
+@pytest.mark.slow
 def test_a_failing_model_is_one_line_naming_it(tmp_path):
     store = duckdb_store(tmp_path / "warehouse.duckdb")
     _stub_warehouse(store.duckdb_file, "AB1")
@@ -616,6 +626,7 @@ def test_a_failing_model_is_one_line_naming_it(tmp_path):
     assert "\n" not in message
 
 
+@pytest.mark.slow
 def test_deep_links_resolve_in_the_sandbox_web_app(built: BuiltWarehouse, sandbox, tmp_path):
     data_dir = tmp_path / "data"
     copy_lake(built.data_dir, data_dir)  # the links are rebuilt with another app URL: not in the shared lake
@@ -662,6 +673,7 @@ def test_analytics_holds_the_marts_and_implementation_is_apart(built: BuiltWareh
     assert not marts & tables["ocean_tracking"], "a mart named like a raw table"
 
 
+@pytest.mark.slow
 def test_a_model_run_drops_what_the_earlier_layout_left(tmp_path):
     """A lake built before: the staging models beside the marts, the ETA mart under the raw table's name, dlt's
     staging under its default name. The next model run (any selection) drops them, and never a dataset that
@@ -696,6 +708,7 @@ def test_a_model_run_drops_what_the_earlier_layout_left(tmp_path):
 # ---- a raw table or column dlt has not created yet ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_missing_raw_table_and_columns_read_as_typed_nulls_and_leave_nothing_behind(tmp_path):
     store = lake_in(tmp_path)
     with store.writing(), store.connect() as con:
@@ -720,6 +733,7 @@ def test_missing_raw_table_and_columns_read_as_typed_nulls_and_leave_nothing_beh
     assert types["hold_index"] == "BIGINT" and types["is_blocking"] == "BOOLEAN"
 
 
+@pytest.mark.slow
 def test_every_model_compiles_for_the_warehouses_we_cannot_run_here(built: BuiltWarehouse):
     """BigQuery and Snowflake are reached by configuration (dlt loads them; dbt builds there with their
     adapter). Here: every model dbt compiles (against the built lake: the contracts look at the raw

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -46,6 +47,7 @@ def test_any_document_yields_rows_or_a_malformed_error(api_server, make_client, 
         assert str(error)
 
 
+@pytest.mark.slow
 @SLOW
 @given(st.binary(max_size=200))
 def test_any_body_bytes_yield_a_document_or_a_malformed_error(api_server, make_client, body):

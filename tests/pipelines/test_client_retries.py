@@ -19,6 +19,7 @@ TOO_MANY = {"errors": [{"status": "429", "title": "Too Many Requests", "detail":
 BOOM = {"errors": [{"status": "500", "source": None, "title": "Internal Server Error", "detail": None}]}
 
 
+@pytest.mark.slow
 def test_429_waits_retry_after_and_every_attempt_goes_through_the_limiter(api_server, make_client):
     api_server.script("GET", "/shipments", Reply(429, TOO_MANY, {"Retry-After": "1"}), Reply(body=OK))
     client = make_client()
@@ -198,6 +199,7 @@ def test_the_attempt_cap_still_applies_within_a_long_deadline(api_server, make_c
     assert len(api_server.seen()) == 4
 
 
+@pytest.mark.slow
 def test_a_retry_after_wait_does_not_spend_the_deadline(api_server, make_client):
     # Counted, the 1 s Retry-After would leave no room in the 1 s deadline for the retry after the 503.
     api_server.script(

@@ -165,6 +165,7 @@ def _is_subsequence(small, big):
     return all(any(p == q for q in it) for p in small)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(lines)
 def test_split_keeps_every_vertex_in_order(line_list):

@@ -110,6 +110,7 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @given(json_values)
 def test_arbitrary_json_never_raises_anything_but_malformed(value):
     for doc in (value, {"data": value}, {"data": [value]}, {"data": {"id": "1", "type": "t", "relationships": value}},

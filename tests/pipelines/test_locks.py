@@ -16,6 +16,7 @@ from tests.support.holders import hold_duckdb, hold_lake
 from tests.support.lakes import lake_in
 
 
+@pytest.mark.slow
 def test_waits_for_the_holder_and_says_who_it_is(tmp_path, caplog):
     path = tmp_path / "warehouse.duckdb"
     duckdb.connect(str(path)).close()
@@ -47,6 +48,7 @@ def test_gives_up_with_one_line_naming_file_holder_and_remedy(tmp_path):
     assert "OCEAN_TRACKING_LOCK_TIMEOUT_SECONDS" in message
 
 
+@pytest.mark.slow
 def test_a_lake_writer_waits_for_the_writer_before_it_and_says_who_it_is(tmp_path, caplog):
     lake = lake_in(tmp_path / "data")
     holder = hold_lake(lake, 2.0)
@@ -59,6 +61,7 @@ def test_a_lake_writer_waits_for_the_writer_before_it_and_says_who_it_is(tmp_pat
     assert "writer lock" in message and lake.place in message and f"process {holder.pid} " in message
 
 
+@pytest.mark.slow
 def test_a_lake_writer_gives_up_with_one_line_and_readers_never_wait(tmp_path, monkeypatch):
     lake = lake_in(tmp_path / "data")
     with lake.writing(), lake.connect() as con:

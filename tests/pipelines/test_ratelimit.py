@@ -60,6 +60,7 @@ def _max_in_window(stamps: list[float], window: float) -> int:
     return best
 
 
+@pytest.mark.slow
 def test_single_process_holds_window_and_reports_waits(log_url):
     limiter = SlidingWindowLimiter(FP, url=log_url, window_seconds=0.4, padding=0.0,
                                    limits={"default": 3, "refresh": 1})
@@ -117,6 +118,7 @@ def test_two_processes_share_one_budget(log_url):
     assert _max_in_window(stamps, 1.0) == 10
 
 
+@pytest.mark.slow
 def test_a_settled_slot_counts_from_its_response_not_its_send(log_url):
     limiter = SlidingWindowLimiter(FP, url=log_url, window_seconds=0.5, padding=0.0, limits={"default": 1})
     _, slot = limiter.acquire_slot("default")
@@ -151,6 +153,7 @@ def _logged_times(limiter: SlidingWindowLimiter, bucket: str = "default") -> lis
         log.commit()
 
 
+@pytest.mark.slow
 def test_a_429_and_its_retry_each_draw_from_the_shared_log(api_server, make_client, log_url):
     api_server.script("GET", "/shipments", Reply(429, TOO_MANY, {"Retry-After": "1"}), Reply(body=OK))
     client = make_client(limiter_path=None, limiter_url=log_url)

@@ -17,8 +17,6 @@ from tests.support.fixture_server import Fixtures, LiveFixtureServer
 from tests.support.sandboxes import FROZEN_WORLD, sandbox_server
 from tests.support.syncs import SyncResult, sync_once
 
-pytestmark = pytest.mark.slow
-
 LIVE_KEY = "t49_live_fixture_key_0d5e3a9c1b7f2468"
 ROOT_TABLES = [name for name in api_columns() if "__" not in name]
 
@@ -85,11 +83,13 @@ def _assert_declared_columns(load: Load, tables: list[str]) -> None:
         assert actual == expected, table
 
 
+@pytest.mark.slow
 def test_a_young_account_has_every_documented_column_with_its_type(young):
     _assert_declared_columns(young, ROOT_TABLES)
     assert not schema_drift(young.columns).drifted
 
 
+@pytest.mark.slow
 def test_a_sync_logs_no_dlt_warning(young, empty):
     assert young.dlt_warnings == []
     assert empty.dlt_warnings == []
@@ -112,6 +112,7 @@ def test_routed_tables_do_not_inherit_the_declared_columns(young):
     }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_live_responses_load_with_no_variant_and_no_undeclared_column(tmp_path):
     fixtures = Fixtures()
     if not fixtures.root.is_dir():

@@ -133,6 +133,7 @@ def test_allow_formulas_sends_the_value_as_it_is(server, tmp_path, capsys):
     assert api_get(server, f"/shipments/{shipment}")["data"]["attributes"]["ref_numbers"] == ["=1+1", "-5", "+1-555"]
 
 
+@pytest.mark.slow
 def test_one_line_without_traceback_in_a_real_process_and_debug_shows_it(server, tmp_path, capsys):
     batch = write(tmp_path / "refs.csv", f"shipment_id,ref_numbers\n{SHIPMENT},R1,R2\n")
     env = {**os.environ, "COLUMNS": "60"}  # a narrow terminal must not wrap the line

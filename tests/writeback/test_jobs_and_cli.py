@@ -3,6 +3,8 @@ never holding the API key. Both publish into the default DuckLake of `tmp_path/d
 
 from __future__ import annotations
 
+import pytest
+
 from assets.resources import OceanTrackingApi
 from assets.writeback import create_tracking_requests_job, patch_ref_numbers_job, upload_documents_job
 from pipelines.cli import main
@@ -66,6 +68,7 @@ def test_dagster_jobs_dry_run_then_real(server, tmp_path, lake):
                        "patch_shipment_ref_numbers": 1}
 
 
+@pytest.mark.slow
 def test_cli_subcommands_and_no_key_in_the_warehouse(server, tmp_path, capsys, lake):
     common = ["--base-url", server.base_url, "--api-key", FULL_KEY, "--rate-window", "0.05"]
     batch = tmp_path / "tr.csv"

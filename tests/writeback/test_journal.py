@@ -77,6 +77,7 @@ _BATCH = [("WBTWO0001", ""), ("WBTWO0002", ""), ("WBTWO0003", ""), ("WBTWO0004",
           ("WBTWO0005", "00000000-0000-4000-8000-000000000000")]  # the last one the service refuses (422)
 
 
+@pytest.mark.slow
 def test_two_processes_given_the_same_batch_at_once_create_each_row_once(make_sandbox, tmp_path: Path,
                                                                            journal_location: Path | str):
     server = make_sandbox(limits=GENEROUS_LIMITS, start=SANDBOX_START, speed=0.0)

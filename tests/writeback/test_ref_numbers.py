@@ -149,6 +149,7 @@ def test_dry_run_prints_before_and_after_and_sends_no_patch(server, tmp_path, ca
     assert live_refs(server, "shipment", shipment) == [*live, "DRY-1"] and patches(server) == {PATCH_SHIPMENT: 1}
 
 
+@pytest.mark.slow
 def test_patch_by_number_then_sync_and_deep_link(server, synced_copy, tmp_path):
     first = synced_copy  # the first sync: a copy of the shared one, of the world `server` serves
     bol, shipment_id = first.query("select bill_of_lading_number, id from shipments "

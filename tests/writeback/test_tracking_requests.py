@@ -3,14 +3,31 @@ the create bucket, idempotent reruns, and faults injected mid-batch."""
 
 from __future__ import annotations
 
+import csv
 import json
+import random
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
+
+import pytest
+import requests
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.api.ratelimit import BUCKET_LIMITS, SlidingWindowLimiter
 from pipelines.writeback.tracking_requests import create_tracking_requests
-from tests.support.sandboxes import FULL_KEY, SANDBOX_START, routes, set_faults, tracking_count
+from tests.support.sandboxes import (
+    FULL_KEY,
+    GENEROUS_LIMITS,
+    SANDBOX_START,
+    routes,
+    set_faults,
+    tracking_count,
+)
+from tests.support.syncs import cli_env
 
 CREATE = "POST /v2/tracking_requests"
 UNKNOWN_PARTY = "00000000-0000-4000-8000-000000000000"
@@ -66,6 +83,7 @@ def test_batch_validates_locally_maps_422_creates_parties_and_reruns_without_dup
         assert tracking_count(server, number) == 1
 
 
+@pytest.mark.slow
 def test_faults_mid_batch_then_rerun_completes_exactly_once(server, client, store):
     """5xx (nothing written), connection reset after the service wrote (answer lost) and a 429 storm
     (honoured) on different rows of one batch: the batch reconciles the two unknown outcomes before it ends
@@ -105,6 +123,7 @@ def test_faults_mid_batch_then_rerun_completes_exactly_once(server, client, stor
                           (f"tracking_request:bill_of_lading:{numbers[2]}", "found")]
 
 
+@pytest.mark.slow
 def test_stays_inside_the_create_bucket(make_sandbox, tmp_path, store):
     """A create bucket of 4 per 1 s window: 10 rows go through the client's limiter with zero 429s."""
     limits = {"default": 100_000, "tracking_requests_create": 4, "infer_number": 100_000, "refresh": 100_000}
@@ -125,6 +144,7 @@ def test_stays_inside_the_create_bucket(make_sandbox, tmp_path, store):
     assert requests.get(f"{server.root_url}/_sandbox/stats", timeout=10).json()["rate_limited_total"] == 0
 
 
+@pytest.mark.slow
 def test_dry_run_from_a_warehouse_table_sends_nothing(server, client, store, lake):
     with lake.writing(), lake.connect() as con:  # a batch prepared in SQL next to the synced data
         con.execute("create table batch (request_number varchar, request_type varchar, scac varchar, "
@@ -140,3 +160,70 @@ def test_dry_run_from_a_warehouse_table_sends_nothing(server, client, store, lak
     assert CREATE not in handled and "POST /v2/parties" not in handled
     assert store.rows("select count(*) from tracking_request_outcomes") == [(0,)]
     assert store.rows("select count(*) from audit_log") == [(0,)]
+
+
+# ---- exactly once across kills ---------------------------------------------------------------------------
+# Exactly once across crashes: `create-tracking-requests` SIGKILLed at seeded random moments, 20 times over
+# one 50-row batch, then run to completion: every row is on the service once (or rejected with its 422), none
+# twice, none lost.
+
+
+ROWS = 50
+
+
+KILLS = 20
+
+
+SEED = 12
+
+
+def _batch(path: Path) -> list[str]:
+    numbers = [f"WBKILL{i:04d}" for i in range(ROWS)]
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["request_number", "request_type", "scac", "customer_id"])
+        for i, number in enumerate(numbers):
+            # every tenth row names a party the service does not know: a 422 the service decides
+            writer.writerow([number, "bill_of_lading", "MAEU", UNKNOWN_PARTY if i % 10 == 9 else ""])
+    return numbers
+
+
+@pytest.mark.slow
+@pytest.mark.serial(reason="kills land at moments measured in wall time; a loaded machine would move them")
+def test_killed_twenty_times_then_completed_creates_each_row_once(make_sandbox, tmp_path):
+    # 40 ms of latency on every request, so a kill lands anywhere in the batch, not only at start-up
+    server = make_sandbox(limits=GENEROUS_LIMITS, start=SANDBOX_START, speed=0.0)
+    requests.post(f"{server.root_url}/_sandbox/faults",
+                  json={"profile": "slow", "rate": 1.0, "seed": 0, "delay": 0.04}, timeout=10).raise_for_status()
+    numbers = _batch(tmp_path / "batch.csv")
+    env = cli_env(server.base_url, tmp_path, OCEAN_TRACKING_WRITEBACK_JOURNAL=str(tmp_path / "journal.sqlite"))
+    command = [sys.executable, "-m", "pipelines", "create-tracking-requests", str(tmp_path / "batch.csv")]
+    moments = random.Random(SEED)
+    killed_mid_batch = 0
+    for _ in range(KILLS):
+        before = routes(server).get(CREATE, 0)
+        served = sum(routes(server).values())
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # kill moments count from the first request the service sees, not from the start: a loaded
+        # machine's slower start-up would otherwise eat the window, and the kills land before any batch works
+        deadline = time.monotonic() + 30
+        while sum(routes(server).values()) == served and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(moments.uniform(0.0, 2.5))
+        process.send_signal(signal.SIGKILL)
+        process.wait(30)
+        killed_mid_batch += routes(server).get(CREATE, 0) > before
+
+    final = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+    assert final.returncode == 1, final.stdout + final.stderr  # 1: the rejected rows are reported
+    created = {number: tracking_count(server, number) for number in numbers}
+    rejected = {numbers[i] for i in range(ROWS) if i % 10 == 9}
+    assert {n for n, count in created.items() if count > 1} == set()  # 0 duplicates
+    assert {n for n, count in created.items() if count == 0} == rejected  # 0 lost; the 422s never created
+    assert "unknown" not in final.stdout
+    posts = routes(server).get(CREATE, 0)
+    print(f"\nkill loop: {KILLS} kills ({killed_mid_batch} after some POST reached the service), "
+          f"{sum(created.values())} tracking requests for {ROWS - len(rejected)} creatable rows, "
+          f"{posts} POSTs received (422 rows are re-sent by each run that reaches them)")
+    assert killed_mid_batch >= 5  # the loop really interrupted batches, not only start-ups

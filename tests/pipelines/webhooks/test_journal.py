@@ -228,6 +228,7 @@ with NotificationJournal(sys.argv[1]) as journal:
 """
 
 
+@pytest.mark.slow
 def test_two_consumers_in_two_processes_never_apply_one_notification_twice(journal_location: Path | str):
     ids = [f"n-{i:02d}" for i in range(48)]
     with NotificationJournal(journal_location) as journal:

@@ -175,6 +175,7 @@ def start_serving(tmp_path: Path, journal: Path | str, port: int, **extra_env: s
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_kill_right_after_the_2xx_loses_nothing(tmp_path: Path, journal_location: Path | str):
     journal, port = journal_location, free_port()
     process = start_serving(tmp_path, journal, port)

@@ -122,6 +122,7 @@ def test_writes_stay_in_their_account(srv):
     assert ok(b.get("/webhooks"))["data"] == [] and ok(primary.get("/webhooks"))["data"] == []
 
 
+@pytest.mark.slow
 def test_webhooks_are_sent_for_their_own_account_only(srv):
     rx2, rx3 = RecordingReceiver(), RecordingReceiver()
     try:
@@ -147,6 +148,7 @@ def test_webhooks_are_sent_for_their_own_account_only(srv):
         rx3.close()
 
 
+@pytest.mark.slow
 def test_the_launcher_names_the_accounts_of_the_keys_it_was_given():
     with start_sandbox("--seed", str(SEED), "--shipments", str(SHIPMENTS), "--start", SANDBOX_START.isoformat(),
                        "--webhook-tick", "0", "--account-key", f"{ACCOUNT_2},{ACCOUNT_2B}",

@@ -44,6 +44,7 @@ def test_5xx_bursts_are_jsonapi_and_seeded(make_sandbox):
     assert stats["faults_served"]["5xx"] >= 1
 
 
+@pytest.mark.slow
 def test_429_storm_has_honest_retry_after(make_sandbox):
     srv = make_sandbox(limits=BIG)
     cl = Client(srv.base_url, FULL_KEY)
@@ -56,6 +57,7 @@ def test_429_storm_has_honest_retry_after(make_sandbox):
     ok(cl.get("/shipments?page[size]=1"))
 
 
+@pytest.mark.slow
 def test_slow_exceeds_client_timeout(make_sandbox):
     srv = make_sandbox(limits=BIG)
     cl = Client(srv.base_url, FULL_KEY)

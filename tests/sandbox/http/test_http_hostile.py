@@ -201,6 +201,7 @@ def test_json_content_types_with_parameters_are_accepted(sandbox):
         ok(resp)
 
 
+@pytest.mark.slow
 def test_a_slow_or_huge_request_never_blocks_other_clients(sandbox):
     """While one client drips a body byte by byte, another streams a huge one and a third sends costly
     bodies just under the limit, a fourth gets its answers."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import requests
 
 from tests.support.sandbox_http import Client, errors, ok
@@ -17,6 +18,7 @@ def _exhaust(send, n):
         assert send().status_code != 429
 
 
+@pytest.mark.slow
 def test_default_bucket_429_and_honest_retry_after(make_sandbox):
     srv = make_sandbox(rate_window=2, limits=LIMITS)
     cl = Client(srv.base_url, FULL_KEY)

@@ -247,6 +247,7 @@ def test_failed_delivery_is_retried_on_the_sim_clock(srv, receiver):
     assert stats["retried"] >= n and stats["succeeded"] >= n and stats["failed"] == 0
 
 
+@pytest.mark.slow
 def test_receiver_that_never_accepts_ends_failed_after_12_retries(srv, receiver):
     rx = receiver([500])
     cl = Client(srv.base_url, FULL_KEY)
@@ -301,6 +302,7 @@ def test_api_created_tracking_request_sends_succeeded(srv, receiver):
     assert conts == {c["id"] for c in ship["relationships"]["containers"]["data"]}
 
 
+@pytest.mark.slow
 def test_tick_thread_delivers_without_the_control_endpoint(make_sandbox, receiver):
     srv = make_sandbox(speed=0.0, webhook_tick_seconds=0.2)
     rx = receiver()

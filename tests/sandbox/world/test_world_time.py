@@ -3,6 +3,8 @@
 from collections import Counter
 from datetime import timedelta
 
+import pytest
+
 from sandbox.world.render import latest_estimate
 from sandbox.world.timeutil import to_epoch
 
@@ -27,6 +29,7 @@ def test_statuses_varied_and_from_enum(world, start):
         assert counts[status] > 0, counts
 
 
+@pytest.mark.slow
 def test_advancing_changes_state(world, start):
     acct = world.account("primary")
     later = start + timedelta(days=20)
