@@ -113,18 +113,19 @@ def test_an_older_notification_after_a_newer_one_changes_nothing(world, tmp_path
 
 
 @pytest.mark.slow
-def test_register_then_serve_then_refresh_from_the_command_line(make_sandbox, tmp_path, capsys, monkeypatch):
+def test_register_then_serve_then_refresh_from_the_command_line(make_sandbox, synced_copy, tmp_path, capsys,
+                                                                 monkeypatch):
     """The README's three commands: `webhooks register` stores the secret (never printed), a second run
-    updates the same webhook, and `refresh` applies what the receiver journaled."""
+    updates the same webhook, and `refresh` applies what the receiver journaled (into the lake a sync left: a
+    copy of the shared one, of the same world)."""
     from pipelines.cli import main
 
-    server = make_sandbox(speed=0.0, webhook_tick_seconds=0)
+    server = make_sandbox(**FROZEN_WORLD, webhook_tick_seconds=0)
     monkeypatch.setenv("SOURCES__OCEAN_TRACKING__API_KEY", FULL_KEY)
     monkeypatch.setenv("SOURCES__OCEAN_TRACKING__BASE_URL", server.base_url)
     monkeypatch.setenv("SOURCES__OCEAN_TRACKING__RATE_WINDOW_SECONDS", "0.05")
     monkeypatch.setenv("SOURCES__OCEAN_TRACKING__LIMITER_PATH", str(tmp_path / "limiter.sqlite"))
     monkeypatch.setenv("OCEAN_TRACKING_PIPELINES_DIR", str(tmp_path / "cli-dlt"))  # restored from the lake
-    sync_once(server, tmp_path, include_maps=False)
     secrets_file = tmp_path / "secrets.toml"
     registered: dict = {}
     with ReceiverThread(webhook_journal_path(), lambda: registered["secret"]) as receiver:

@@ -14,7 +14,7 @@ import pytest
 
 from pipelines.settings import ACCOUNTS_ENV, LAKE_NAME
 from pipelines.warehouse.extensions import BUNDLED, bundled_extension_path, offline_connection
-from tests.support.lakes import lake_in
+from tests.support.lakes import copy_lake, lake_in
 from tests.support.sandboxes import advance_clock
 from tests.support.syncs import cli_env
 
@@ -164,11 +164,12 @@ def _stop(process: subprocess.Popen) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_analysts_query_through_three_syncs_without_an_error(own_sandbox, synced_copy, tmp_path):
-    # the lake an earlier sync left (a copy of the shared one, of the world own_sandbox serves), then three CLI syncs
+def test_analysts_query_through_three_syncs_without_an_error(own_sandbox, built, tmp_path):
+    # the lake an earlier sync and its models left (a copy of the shared one, of the world own_sandbox serves),
+    # then three CLI syncs, each building the models again
     env = cli_env(own_sandbox.base_url, tmp_path, SOURCES__OCEAN_TRACKING__APP_URL=own_sandbox.app_url)
     command = [sys.executable, "-m", "pipelines", "sync", "--no-progress", "--no-maps"]
-    catalog = synced_copy.store.catalog
+    catalog = copy_lake(built.data_dir, tmp_path / "data").catalog
 
     autocommit, long_transaction = _analyst(catalog), _analyst(catalog, "--long-transaction")
     try:
