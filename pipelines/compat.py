@@ -1,5 +1,6 @@
-"""Where the pipeline relies on the locked libraries' private API: each override says what it changes, why no
-public hook does it, and which test pins the behaviour it relies on, so an upgrade of dlt shows here first.
+"""Where the pipeline relies on the locked libraries' private API, or steps around a behaviour of theirs: each
+override says what it changes, why no public hook does it, and which test pins the behaviour it relies on, so an
+upgrade of dlt or DuckDB shows here first.
 
 **The lake attached once per sync** (`lake_connections_kept`). dlt's `ducklake` destination opens a new DuckDB
 connection for every borrow (`DuckLakeCredentials.on_resolved` builds its pool with
@@ -14,16 +15,30 @@ for it: a catalog closed attached can be left inconsistent) and closed. Each con
 at a time, so a PostgreSQL catalog's parallel load jobs each keep a connection of their own, as before. There is
 no public hook for this: the pool is built inside dlt's credentials on every configuration resolution (a
 credentials object of ours is copied into dlt's own type), so the two methods of `DuckLakeSqlClient` that open
-and close are wrapped; outside the block they run unchanged. Pinned by `tests/lake/test_compat.py` (one
+and close are wrapped; outside the block they open and close as dlt's own do (with the spill folder below). Pinned by `tests/lake/test_compat.py` (one
 ATTACH of the lake per sync, every connection detached and closed at its end, the rows loaded as before).
+
+**A spill folder for each in-memory DuckDB** (`own_spill_directory`). An in-memory DuckDB writes what exceeds
+its `memory_limit` into `.tmp` in the working directory, under the same file names in every database: two that
+spill at once, in one process or in two started in the same folder (Dagster's run workers all start at the
+project root; a sync beside an analyst's session), crash with a segmentation fault (DuckDB 1.5.5: 3 of 3 pairs
+of processes, and two threads of one). Every in-memory DuckDB the pipeline opens spills into a folder of its
+own in the system's temp directory instead: ours through `extensions.in_memory_config`, dbt's through its
+plugin, dlt's lake connections here as they are opened (dlt applies one `global_config` to all of them, and no
+public hook sees a connection as it opens). DuckDB creates the folder when it first spills and removes it when
+the database closes. Pinned by `tests/lake/test_compat.py` (processes and threads spilling at once).
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
+import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 
 import duckdb
 from dlt.destinations.impl.ducklake.sql_client import DuckLakeSqlClient
@@ -55,6 +70,12 @@ def lake_connections_kept() -> Iterator[None]:
             _detach_and_close(con)
 
 
+def own_spill_directory() -> str:
+    """A folder name of its own, in the system's temp directory, for one in-memory DuckDB to spill into (DuckDB
+    creates it on the first spill and removes it on close): a shared one crashes both (see the module's doc)."""
+    return str(Path(tempfile.gettempdir()) / f"duckdb-spill-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+
+
 def lake_connections_opened() -> int:
     """How many lake connections dlt opened (and attached) inside `lake_connections_kept` blocks so far in
     this process: the count a test reads before and after a sync."""
@@ -75,6 +96,12 @@ def _key(client: DuckLakeSqlClient) -> str:
     return client.attach_statement
 
 
+def _open_new(client: DuckLakeSqlClient) -> duckdb.DuckDBPyConnection:
+    con = _open_unchanged(client)
+    con.execute(f"SET temp_directory = '{own_spill_directory()}'")
+    return con
+
+
 def _open_connection(self: DuckLakeSqlClient) -> duckdb.DuckDBPyConnection:
     global _opened
     with _lock:
@@ -82,9 +109,9 @@ def _open_connection(self: DuckLakeSqlClient) -> duckdb.DuckDBPyConnection:
         idle = _idle[_key(self)] if keeping else []
         con = idle.pop() if idle else None
     if not keeping:
-        return _open_unchanged(self)
+        return _open_new(self)
     if con is None:
-        con = _open_unchanged(self)
+        con = _open_new(self)
         with _lock:
             _opened += 1
         return con

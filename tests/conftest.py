@@ -52,8 +52,8 @@ def _isolated(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypa
     """Every place a run writes outside its warehouse is the test's own, for the test and the processes it
     starts: the data folder (the default lake, the journals, GeoParquet, maps: `lake_in(tmp_path / "data")` is
     the warehouse a command run without a warehouse option writes), and, in a folder beside `tmp_path` (which
-    stays the test's alone), the temporary folder (the default rate limiter's file lives there), dlt's folder
-    (its pipelines' working folders) and DAGSTER_HOME."""
+    stays the test's alone), the temporary folder (the default rate limiter's file and every in-memory DuckDB's
+    spill folder live there), dlt's folder (its pipelines' working folders) and DAGSTER_HOME."""
     monkeypatch.setenv("OCEAN_TRACKING_DATA_DIR", str(tmp_path / "data"))
     own = tmp_path_factory.mktemp("host")
     (own / "tmp").mkdir()

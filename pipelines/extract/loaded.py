@@ -17,7 +17,7 @@ import duckdb
 import pyarrow as pa
 from dlt.destinations.exceptions import DestinationUndefinedEntity
 
-from pipelines.warehouse.extensions import OFFLINE_CONFIG
+from pipelines.warehouse.extensions import in_memory_config
 
 # Reading in batches keeps the transient Arrow memory small on a large account.
 READ_BATCH_ROWS = 100_000
@@ -41,7 +41,7 @@ def query_loaded(pipeline: dlt.Pipeline, sql: str, *tables: str,
         if any(known[table].get("table_format") == "delta" for table in tables):
             from dlt.common.libs.deltalake import get_delta_tables
 
-            con = duckdb.connect(config=dict(OFFLINE_CONFIG))
+            con = duckdb.connect(config=in_memory_config())
             try:
                 for table, delta in get_delta_tables(pipeline, *tables).items():
                     con.register(table, delta.to_pyarrow_dataset())

@@ -21,7 +21,12 @@ from dbt.adapters.duckdb.plugins import BasePlugin
 from duckdb import DuckDBPyConnection
 
 from pipelines.settings import LAKE_NAME
-from pipelines.warehouse.extensions import OFFLINE_CONFIG, install_bundled_extensions, load_spatial
+from pipelines.warehouse.extensions import (
+    OFFLINE_CONFIG,
+    in_memory_config,
+    install_bundled_extensions,
+    load_spatial,
+)
 
 
 class Plugin(BasePlugin):
@@ -36,8 +41,9 @@ class Plugin(BasePlugin):
     def update_connection_config(self, creds: Any, config: dict[str, Any]) -> None:
         """Never let DuckDB download an extension (a missing one is a clear error instead), and write the
         way dlt's load connections do: the lake's Parquet row-group cap (`LAKE_WRITE_OPTIONS`, kept in its
-        catalog) needs `preserve_insertion_order` off."""
-        config.update(OFFLINE_CONFIG)
+        catalog) needs `preserve_insertion_order` off. The lake's target is an in-memory database: it spills into a
+        folder of its own (`extensions.in_memory_config`)."""
+        config.update(in_memory_config() if creds.path == ":memory:" else OFFLINE_CONFIG)
         config["preserve_insertion_order"] = False
 
     def configure_connection(self, conn: DuckDBPyConnection) -> None:

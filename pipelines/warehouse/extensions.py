@@ -33,6 +33,16 @@ from pipelines.warehouse.locks import exclusive_file_lock
 # What every connection we or dlt open is configured with: never fetch an extension from the network.
 OFFLINE_CONFIG = {"autoinstall_known_extensions": False}
 
+
+def in_memory_config() -> dict[str, object]:
+    """`OFFLINE_CONFIG` for an in-memory database, spilling into a folder of its own (`compat.own_spill_directory`:
+    DuckDB's default, `.tmp` in the working directory, crashes two databases that spill into it at once)."""
+    # here, not at the top: compat imports dlt (it patches it), and importing the code location must not
+    from pipelines.compat import own_spill_directory
+
+    return {**OFFLINE_CONFIG, "temp_directory": own_spill_directory()}
+
+
 # extension name -> the Python package (wheel) that ships its binary
 BUNDLED = {
     "spatial": "duckdb_extension_spatial",
@@ -116,7 +126,8 @@ def load_spatial(con: duckdb.DuckDBPyConnection) -> None:
 
 def offline_connection(database: str = ":memory:", *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """`duckdb.connect` with auto-install off, the bundled extensions installed and spatial loaded."""
-    con = duckdb.connect(database, read_only=read_only, config=OFFLINE_CONFIG)
+    config = in_memory_config() if database == ":memory:" else OFFLINE_CONFIG  # a file spills beside itself
+    con = duckdb.connect(database, read_only=read_only, config=config)
     try:
         install_bundled_extensions(con)
         load_spatial(con)

@@ -1,14 +1,23 @@
 """The lake attached once per sync (`pipelines.compat.lake_connections_kept`): dlt's ducklake destination would
 open and attach a connection for every borrow (each table's load job, each merge, the state, every read of the
 warehouse during the extraction); inside a sync it attaches once and every connection is detached and closed
-when the sync ends."""
+when the sync ends. Every in-memory DuckDB, ours and dlt's, spills into a folder of its own
+(`compat.own_spill_directory`)."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import duckdb
 import pytest
 
 from pipelines import compat
+from tests.support import REPO
 from tests.support.syncs import ENTITY_TABLES, sync_once
 
 
@@ -39,3 +48,43 @@ def test_outside_a_sync_dlt_opens_and_closes_its_connections_as_its_own_code_doe
     assert compat.lake_connections_opened() == before, "counted only inside a sync"
     with pytest.raises(duckdb.ConnectionException):
         con.execute("select 1")  # closed at once, as dlt closes it
+
+
+def test_in_memory_duckdbs_spilling_at_once_each_spill_into_a_folder_of_their_own(tmp_path):
+    # two processes started in one folder (as Dagster's run workers at the project root), each with one of our
+    # connections and one of dlt's spilling at once: in DuckDB's default folder (.tmp there) every one crashed
+    workdir = tmp_path / "workdir"
+    workdir.mkdir()
+    probes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.support.spill_probe", str(tmp_path / f"data{n}")],
+            cwd=workdir, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(2)
+    ]
+    outputs = [probe.communicate(timeout=300) for probe in probes]
+
+    assert [probe.returncode for probe in probes] == [0, 0], [err[-2000:] for _, err in outputs]
+    spilled = [result for out, _ in outputs for result in json.loads(out).values()]
+    assert len({result["sum"] for result in spilled}) == 1, "every database sorted the same rows"
+    folders = [Path(result["spilled_into"]) for result in spilled]
+    assert len(set(folders)) == 4, folders
+    assert all(folder.parent == Path(tempfile.gettempdir()) for folder in folders), folders
+    assert not any(folder.exists() for folder in folders), "DuckDB removes its spill folder on close"
+    assert list(workdir.iterdir()) == [], "nothing spilled into the working directory"
+
+
+def test_the_models_in_memory_database_spills_into_a_folder_of_its_own_and_a_file_beside_itself():
+    from types import SimpleNamespace
+
+    from pipelines.warehouse.dbt_duckdb import Plugin
+
+    plugin = Plugin("offline", {})
+    in_memory, in_a_file = {}, {}
+    plugin.update_connection_config(SimpleNamespace(path=":memory:"), in_memory)
+    plugin.update_connection_config(SimpleNamespace(path="warehouse.duckdb"), in_a_file)
+
+    assert Path(in_memory["temp_directory"]).parent == Path(tempfile.gettempdir())
+    assert "temp_directory" not in in_a_file  # DuckDB's default for a file: warehouse.duckdb.tmp beside it
+    assert in_memory["autoinstall_known_extensions"] is in_a_file["autoinstall_known_extensions"] is False
