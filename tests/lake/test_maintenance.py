@@ -4,6 +4,7 @@ after it: the containers as of an earlier sync are still there within the retent
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -13,6 +14,7 @@ from assets.maintenance import lake_maintenance
 from pipelines.settings import LAKE_NAME
 from pipelines.warehouse.maintenance import maintain_lake
 from tests.support.dagster import warehouse_resource
+from tests.support.lakes import fingerprint
 from tests.support.sandboxes import advance_clock
 from tests.support.syncs import sync_once
 
@@ -84,3 +86,22 @@ def test_the_dagster_asset_records_the_figures(two_syncs, tmp_path):
     assert metadata["retention_days"] == 30
     with store.connect(read_only=True) as con:
         assert con.execute("select count(*) from ocean_tracking.containers").fetchone()[0] > 0
+
+
+def test_a_copy_of_the_shared_lake_is_written_and_cleaned_up_on_its_own(synced, synced_copy):
+    # a copied catalog would still name the shared lake's files: what a test does to its copy (a write, snapshot
+    # expiry, cleanup of old files, deletion of an orphan) must reach none of them
+    shared = fingerprint(synced.workdir / "data")
+    copy_files = Path(synced_copy.store.data_path)
+    stray = copy_files / "ocean_tracking" / "stray-from-a-killed-writer.parquet"  # an orphan, in the copy only
+    stray.write_bytes(b"PAR1")
+    with synced_copy.store.writing(), synced_copy.store.connect() as con:
+        deleted = con.execute("delete from ocean_tracking.shipping_lines").fetchone()[0]  # its files: unneeded
+
+    report = maintain_lake(synced_copy.store, retention_days=0, grace=timedelta(0))
+
+    assert deleted == synced.scalar("select count(*) from ocean_tracking.shipping_lines") > 0
+    assert report.snapshots_expired and report.files_deleted and report.orphans_deleted >= 1, report
+    assert not stray.exists()
+    assert synced_copy.scalar("select count(*) from ocean_tracking.shipping_lines") == 0
+    assert fingerprint(synced.workdir / "data") == shared, "the copy's maintenance reached the shared lake"
