@@ -118,7 +118,7 @@ def print_summary(warehouse: WarehouseStore, sandbox: SandboxProcess, seconds: f
     """Tables and rows, API requests the sandbox served, where the files are, how to query and how to
     open the UI."""
     table = Table(title=warehouse.place)
-    table.add_column("table")
+    table.add_column("table", overflow="fold")
     table.add_column("rows", justify="right")
     for schema in (DATASET_NAME, ANALYTICS_SCHEMA):
         for name, count in table_row_counts(warehouse, schema, views=True).items():

@@ -207,7 +207,7 @@ def print_summary(target: Target, result: SyncResult, seconds: float, analytics_
         destination = getattr(target.destination, "destination_name", target.destination)  # a name or a factory
         place = target.store.place if target.store is not None else destination
         counts = Table(title=f"Rows in {place}")
-        counts.add_column("table")
+        counts.add_column("table", overflow="fold")
         counts.add_column("rows", justify="right")
         for table, rows in result.row_counts.items():
             counts.add_row(f"{target.dataset_name}.{table}", f"{rows:,}")
@@ -216,7 +216,7 @@ def print_summary(target: Target, result: SyncResult, seconds: float, analytics_
         console.print(counts)
     stats = result.api_stats
     spent = Table(title="API requests spent")
-    spent.add_column("bucket")
+    spent.add_column("bucket", overflow="fold")
     spent.add_column("requests", justify="right")
     spent.add_column("waited for budget (s)", justify="right")
     for bucket, count in sorted(stats["requests"].items()):

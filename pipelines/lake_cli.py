@@ -143,7 +143,7 @@ def run_lake_migrate(args: argparse.Namespace) -> int:
     store = ducklake_store()
     report = migrate_duckdb(args.source, store, journal=store.journal_path)
     table = Table(title=f"Moved from {args.source} into {store.place}")
-    table.add_column("table")
+    table.add_column("table", overflow="fold")
     table.add_column("rows", justify="right")
     for name, rows in report.tables.items():
         table.add_row(name, f"{rows:,}")

@@ -164,7 +164,7 @@ def run_status(args: argparse.Namespace) -> int:
     if failed:
         table = Table(title=f"Failed notifications ({counts.get('failed', len(failed))})")
         for column in ("id", "event", "error"):
-            table.add_column(column)
+            table.add_column(column, overflow="fold")  # an id cut short with "…" could not be looked up
         for item in failed:
             table.add_row(escape(item.id), escape(item.event), escape(item.error or ""))
         console.print(table)

@@ -126,7 +126,9 @@ def _session(args: argparse.Namespace):
 def _print(title: str, rows: list[tuple], columns: tuple[str, ...], counts: dict[str, int]) -> None:
     table = Table(title=title)
     for column in columns:
-        table.add_column(column)
+        # a cell wider than the terminal (or the 80 columns of a pipe) folds onto the next line instead of being
+        # cut with an ellipsis: the ids and errors are what the user acts on
+        table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row))
     console.print(table)

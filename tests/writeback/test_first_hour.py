@@ -5,6 +5,8 @@ sees them in the file; the commands' --help lists their columns and exit codes."
 from __future__ import annotations
 
 import csv
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from pipelines.writeback.store import WritebackStore
 from pipelines.writeback.tracking_requests import create_tracking_requests
 from pipelines.writeback.tracking_rows import parse_tracking_rows
 from tests.support.sandboxes import FULL_KEY, tracking_count
-from tests.support.syncs import make_client
+from tests.support.syncs import cli_env, make_client
 
 HEADER = ["request_number", "request_type", "scac", "ref_numbers"]
 
@@ -121,3 +123,23 @@ def test_rows_are_numbered_as_the_file_shows_them(sandbox, tmp_path, capsys):
     rows = read_rows(batch)
     assert [p["detail"] for p in parse_tracking_rows(rows, None)[1].problems] == [
         f"duplicate of row 1 ({batch} line 2) in this batch"]
+
+
+def test_a_narrow_terminal_folds_the_results_and_cuts_no_id(sandbox, tmp_path):
+    # printed into a pipe or a narrow terminal, the table used to cut the created id short ("781599d0-b87d-…")
+    number = f"WBNARROW{uuid.uuid4().hex[:8].upper()}"
+    batch = write_csv(tmp_path / "narrow.csv", [number, "bill_of_lading", "MAEU", ""])
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines", "create-tracking-requests", str(batch)],
+        env={**cli_env(sandbox.base_url, tmp_path), "COLUMNS": "50"}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    store = WritebackStore(tmp_path / "data" / "writeback_journal.sqlite")
+    ((created,),) = store.rows("select tracking_request_id from tracking_request_outcomes")
+    store.close()
+    assert "…" not in done.stdout
+    lines = done.stdout.splitlines()
+    header = next(line.split("┃")[1:-1] for line in lines if line.startswith("┃"))
+    body = [line.split("│")[1:-1] for line in lines if line.startswith("│")]
+    id_column = [cell.strip() for cell in header].index("id")
+    assert "".join(cells[id_column].strip() for cells in body) == created
