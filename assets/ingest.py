@@ -192,31 +192,33 @@ def ocean_tracking_assets(
     target = warehouse.target(account)
     pipeline = make_pipeline(target, pipelines_dir=working_dir(context.instance))
     loaded = None
-    with ocean_tracking_api.client(account) as client:
-        try:
-            if config.mode == "poll":
-                source = ocean_tracking(
-                    client=client, include_maps=config.include_maps, map_refresh_seconds=config.map_refresh_seconds
-                )
-                resources = [table for table in tables if table not in SIDE_TABLES]
-                if resources and len(tables) < len(INGEST_KEYS):
-                    source = source.with_resources(*resources)
-                loaded = load_account(pipeline, source, target, client=client)
-            else:
-                loaded = targeted_load(context, config, client, target, account)
-        finally:  # what a failed run spent matters as much (429s, retries)
-            stats = client.stats()
-            context.instance.add_run_tags(context.run_id, api_spend_tags(stats))
-    context.log.info("API requests spent, by bucket: %s", json.dumps(dict(sorted(stats["requests"].items()))))
-    if loaded is not None and loaded.finished_pending_load:
-        context.log.warning("Finished the load an interrupted run had left pending before this one.")
-    if loaded is not None and (warning := loaded.issues.warning()):
-        context.log.warning(warning)
-    load_ids = list(loaded.load_info.loads_ids) if loaded is not None else []
-    pipeline = make_pipeline(target, pipelines_dir=working_dir(context.instance))
-    schema = pipeline.default_schema
-    with lake_connections_kept(), loader_session(pipeline, target.store) as con:
-        row_counts, loaded_at = count_rows(con, target.dataset_name), newest_loads(con, target.dataset_name)
+    # the load and the row counts below share one attach of the lake (as `sync_account` does)
+    with lake_connections_kept():
+        with ocean_tracking_api.client(account) as client:
+            try:
+                if config.mode == "poll":
+                    source = ocean_tracking(
+                        client=client, include_maps=config.include_maps, map_refresh_seconds=config.map_refresh_seconds
+                    )
+                    resources = [table for table in tables if table not in SIDE_TABLES]
+                    if resources and len(tables) < len(INGEST_KEYS):
+                        source = source.with_resources(*resources)
+                    loaded = load_account(pipeline, source, target, client=client)
+                else:
+                    loaded = targeted_load(context, config, client, target, account)
+            finally:  # what a failed run spent matters as much (429s, retries)
+                stats = client.stats()
+                context.instance.add_run_tags(context.run_id, api_spend_tags(stats))
+        context.log.info("API requests spent, by bucket: %s", json.dumps(dict(sorted(stats["requests"].items()))))
+        if loaded is not None and loaded.finished_pending_load:
+            context.log.warning("Finished the load an interrupted run had left pending before this one.")
+        if loaded is not None and (warning := loaded.issues.warning()):
+            context.log.warning(warning)
+        load_ids = list(loaded.load_info.loads_ids) if loaded is not None else []
+        pipeline = make_pipeline(target, pipelines_dir=working_dir(context.instance))
+        schema = pipeline.default_schema
+        with loader_session(pipeline, target.store) as con:
+            row_counts, loaded_at = count_rows(con, target.dataset_name), newest_loads(con, target.dataset_name)
     for table in tables:
         located = {} if account.name is None else {"dagster/table_name": f"{target.dataset_name}.{table}"}
         yield dg.MaterializeResult(

@@ -10,6 +10,7 @@ import pytest
 
 from assets.checks import CATALOG, ingest_checks
 from assets.ingest import INGEST_KEYS, asset_key, ocean_tracking_assets
+from pipelines import compat
 from tests.support.dagster import sandbox_resources
 from tests.support.sandboxes import FULL_KEY
 
@@ -112,6 +113,7 @@ def test_rows_and_geometry_view_are_in_the_warehouse(two_runs):
 
 def test_only_tracking_requests_can_be_materialized(sandbox, tmp_path, dagster_instance):
     key = asset_key("tracking_requests")
+    attached = compat.lake_connections_opened()
     result = dg.materialize(
         [ocean_tracking_assets, *ingest_checks],
         resources=sandbox_resources(sandbox, tmp_path),
@@ -129,6 +131,7 @@ def test_only_tracking_requests_can_be_materialized(sandbox, tmp_path, dagster_i
     # one page of tracking requests and, this being the dataset's first load, the key's check
     # (pipelines.sync.claim_dataset): no shipment pages, parties or maps
     assert _spent(result, dagster_instance) == 2
+    assert compat.lake_connections_opened() - attached == 1  # the load and its row counts share one attach
 
 
 @pytest.mark.slow
