@@ -15,10 +15,11 @@ for it: a catalog closed attached can be left inconsistent) and closed. Each con
 at a time, so a PostgreSQL catalog's parallel load jobs each keep a connection of their own, as before. There is
 no public hook for this: the pool is built inside dlt's credentials on every configuration resolution (a
 credentials object of ours is copied into dlt's own type), so the two methods of `DuckLakeSqlClient` that open
-and close are wrapped; outside the block they open and close as dlt's own do (with the spill folder below). Pinned by `tests/lake/test_compat.py` (one
+and close are wrapped (`install`, which `ducklake_target` calls); outside the block they open and close as
+dlt's own do (with the spill folder below). Pinned by `tests/lake/test_compat.py` (one
 ATTACH of the lake per sync, every connection detached and closed at its end, the rows loaded as before).
 
-**A spill folder for each in-memory DuckDB** (`own_spill_directory`). An in-memory DuckDB writes what exceeds
+**A spill folder for each in-memory DuckDB** (`settings.own_spill_directory`). An in-memory DuckDB writes what exceeds
 its `memory_limit` into `.tmp` in the working directory, under the same file names in every database: two that
 spill at once, in one process or in two started in the same folder (Dagster's run workers all start at the
 project root; a sync beside an analyst's session), crash with a segmentation fault (DuckDB 1.5.5: 3 of 3 pairs
@@ -31,17 +32,15 @@ the database closes. Pinned by `tests/lake/test_compat.py` (processes and thread
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
-import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from pathlib import Path
 
 import duckdb
 from dlt.destinations.impl.ducklake.sql_client import DuckLakeSqlClient
+
+from pipelines.settings import own_spill_directory
 
 _lock = threading.Lock()
 _depth = 0  # how many `lake_connections_kept` blocks are open in this process (any thread)
@@ -68,12 +67,6 @@ def lake_connections_kept() -> Iterator[None]:
                 _idle.clear()
         for con in closing:
             _detach_and_close(con)
-
-
-def own_spill_directory() -> str:
-    """A folder name of its own, in the system's temp directory, for one in-memory DuckDB to spill into (DuckDB
-    creates it on the first spill and removes it on close): a shared one crashes both (see the module's doc)."""
-    return str(Path(tempfile.gettempdir()) / f"duckdb-spill-{os.getpid()}-{uuid.uuid4().hex[:12]}")
 
 
 def lake_connections_opened() -> int:
@@ -151,5 +144,8 @@ def _close_connection(self: DuckLakeSqlClient) -> None:
     _detach_and_close(con)
 
 
-DuckLakeSqlClient.open_connection = _open_connection
-DuckLakeSqlClient.close_connection = _close_connection
+def install() -> None:
+    """Put the overrides in place of dlt's `DuckLakeSqlClient.open_connection` and `close_connection` (once; a
+    second call changes nothing). `ducklake_target` calls it, so every lake destination we build has them."""
+    DuckLakeSqlClient.open_connection = _open_connection
+    DuckLakeSqlClient.close_connection = _close_connection

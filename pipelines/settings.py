@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -339,6 +340,13 @@ LIMITER_PATH_ENV = setting(f"{ENV_PREFIX}LIMITER_PATH", f"the older spelling of 
 def limiter_path() -> Path:
     """The host-wide rate limiter's SQLite file, shared by every process on the host."""
     return Path(tempfile.gettempdir()) / SOURCE_NAME / "ratelimit.sqlite"
+
+
+def own_spill_directory() -> str:
+    """A new folder name in the temp directory for one in-memory DuckDB to spill into (DuckDB creates it on the
+    first spill and removes it on close): DuckDB's default, `.tmp` in the working directory under the same file
+    names in every database, crashes two that spill at once (`pipelines/compat.py` says how it was measured)."""
+    return str(Path(tempfile.gettempdir()) / f"duckdb-spill-{os.getpid()}-{uuid.uuid4().hex[:12]}")
 
 
 def limiter_url() -> str:

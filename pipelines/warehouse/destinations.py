@@ -20,7 +20,7 @@ from typing import Any
 import dlt
 from dlt.common.pipeline import get_dlt_pipelines_dir
 
-from pipelines import settings
+from pipelines import compat, settings
 from pipelines.errors import ConfigurationError
 from pipelines.settings import DATASET_NAME, INTERNAL_STAGING_LAYOUT, LAKE_NAME, lake_url
 from pipelines.warehouse.extensions import OFFLINE_CONFIG, ensure_bundled_extensions
@@ -47,6 +47,7 @@ def ducklake_target(store: WarehouseStore | None = None, dataset_name: str = DAT
     across hosts, a PostgreSQL catalog and S3-compatible object storage."""
     from dlt.destinations.impl.ducklake.configuration import DuckLakeCredentials
 
+    compat.install()  # dlt's lake connections: one attach a sync, a spill folder each (compat's doc)
     store = store or ducklake_store()
     # dlt's connections autoload the lake's extensions but never install them: a new host's home has none
     ensure_bundled_extensions()

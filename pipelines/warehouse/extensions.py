@@ -28,6 +28,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.errors import ConfigurationError
+from pipelines.settings import own_spill_directory
 from pipelines.warehouse.locks import exclusive_file_lock
 
 # What every connection we or dlt open is configured with: never fetch an extension from the network.
@@ -35,11 +36,8 @@ OFFLINE_CONFIG = {"autoinstall_known_extensions": False}
 
 
 def in_memory_config() -> dict[str, object]:
-    """`OFFLINE_CONFIG` for an in-memory database, spilling into a folder of its own (`compat.own_spill_directory`:
+    """`OFFLINE_CONFIG` for an in-memory database, spilling into a folder of its own (`settings.own_spill_directory`:
     DuckDB's default, `.tmp` in the working directory, crashes two databases that spill into it at once)."""
-    # here, not at the top: compat imports dlt (it patches it), and importing the code location must not
-    from pipelines.compat import own_spill_directory
-
     return {**OFFLINE_CONFIG, "temp_directory": own_spill_directory()}
 
 

@@ -28,6 +28,7 @@ def test_a_sync_attaches_the_lake_once_and_leaves_no_connection_open(own_sandbox
     second = sync_once(own_sandbox, synced_copy.workdir)
 
     assert compat.lake_connections_opened() - before == 1
+    assert second.scalar("select count(*) from _dlt_loads") > synced.scalar("select count(*) from _dlt_loads")
     assert not any(compat._idle.values()), "a kept connection outlived its sync"
     # the sync loaded as a sync does: the copy holds the same rows as the lake it was copied from
     for table in ENTITY_TABLES:
@@ -66,7 +67,9 @@ def test_in_memory_duckdbs_spilling_at_once_each_spill_into_a_folder_of_their_ow
     outputs = [probe.communicate(timeout=300) for probe in probes]
 
     assert [probe.returncode for probe in probes] == [0, 0], [err[-2000:] for _, err in outputs]
-    spilled = [result for out, _ in outputs for result in json.loads(out).values()]
+    probed = [json.loads(out) for out, _ in outputs]
+    assert all(probe.pop("sort_needs_disk") for probe in probed), "the sort fits in memory: nothing spilled"
+    spilled = [result for probe in probed for result in probe.values()]
     assert len({result["sum"] for result in spilled}) == 1, "every database sorted the same rows"
     folders = [Path(result["spilled_into"]) for result in spilled]
     assert len(set(folders)) == 4, folders
@@ -88,3 +91,10 @@ def test_the_models_in_memory_database_spills_into_a_folder_of_its_own_and_a_fil
     assert Path(in_memory["temp_directory"]).parent == Path(tempfile.gettempdir())
     assert "temp_directory" not in in_a_file  # DuckDB's default for a file: warehouse.duckdb.tmp beside it
     assert in_memory["autoinstall_known_extensions"] is in_a_file["autoinstall_known_extensions"] is False
+
+
+def test_our_spill_folders_leave_dlt_unimported():
+    # a lake session, the Dagster sensors and checks open DuckDB without dlt: the spill folder must not bring it
+    probe = "import sys; from pipelines.warehouse.extensions import in_memory_config; in_memory_config(); print('dlt' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "False"

@@ -1,6 +1,6 @@
 """A process whose in-memory DuckDBs spill at once: one of ours (`offline_connection`) and one of dlt's lake
 connections, each sorting more than its memory limit holds, in two threads. It prints, as one JSON line, each
-database's result and the folder it spilled into. Run as `python -m tests.support.spill_probe DATA_DIR`; the
+database's result and the folder it spilled into, and whether the sort needs the disk at all. Run as `python -m tests.support.spill_probe DATA_DIR`; the
 test runs two of these at once in one working directory (`tests/lake/test_compat.py`). In a shared spill
 folder (DuckDB's default: `.tmp` in the working directory) the process dies of a segmentation fault."""
 
@@ -22,6 +22,18 @@ def spill(con, results: dict, name: str) -> None:
     results[name] = {"sum": str(con.execute(SPILLING_SORT).fetchone()[0]), "spilled_into": folder}
 
 
+def sort_needs_disk() -> bool:
+    """Whether the sort fails within the memory limit when it may not spill (so the probe's sorts do spill)."""
+    import duckdb
+
+    with duckdb.connect(config={"temp_directory": ""}) as con:
+        try:
+            spill(con, {}, "no disk")
+        except duckdb.OutOfMemoryException:
+            return True
+    return False
+
+
 def main(data_dir: Path) -> None:
     """Spill from one of our connections and from one of dlt's lake connections at once."""
     from pipelines.warehouse.destinations import ducklake_target, make_pipeline
@@ -29,7 +41,7 @@ def main(data_dir: Path) -> None:
     from tests.support.lakes import lake_in
 
     pipeline = make_pipeline(ducklake_target(lake_in(data_dir)), data_dir / "dlt")
-    results: dict = {}
+    results: dict = {"sort_needs_disk": sort_needs_disk()}
     with offline_connection() as ours, pipeline.sql_client() as dlts:
         threads = [
             threading.Thread(target=spill, args=(ours, results, "ours")),
