@@ -32,6 +32,7 @@ class SandboxProcess:
                 self.process.wait(10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+                self.process.wait(10)  # reap it
 
     def __enter__(self) -> SandboxProcess:
         return self

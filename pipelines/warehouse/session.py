@@ -78,11 +78,6 @@ def session_sql(store: WarehouseStore, default_schema: str | None = ANALYTICS_SC
     return SessionSql([*statements, store.attach_sql(read_only=True), f"USE {use}"], secrets)
 
 
-def session_statements(store: WarehouseStore, default_schema: str | None = ANALYTICS_SCHEMA) -> list[str]:
-    """The statements of `session_sql`, secrets included: for a DuckDB connection of this process."""
-    return session_sql(store, default_schema).statements
-
-
 def find_duckdb_cli() -> Path:
     """The `duckdb` executable: the one beside this Python (the venv's bin, where `duckdb-cli` puts it),
     else the first on PATH; checked to be the same DuckDB version as the Python package, because the

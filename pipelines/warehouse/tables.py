@@ -88,12 +88,6 @@ def count_rows(con: duckdb.DuckDBPyConnection, dataset_name: str = DATASET_NAME,
     return {table: con.execute(f'select count(*) from {dataset_name}."{table}"').fetchone()[0] for table in tables}
 
 
-def last_loaded_at(store: WarehouseStore, dataset_name: str = DATASET_NAME) -> dict[str, float]:
-    """`newest_loads` in a read-only session of its own."""
-    with store.connect(read_only=True) as con:
-        return newest_loads(con, dataset_name)
-
-
 def newest_loads(con: duckdb.DuckDBPyConnection, dataset_name: str = DATASET_NAME) -> dict[str, float]:
     """When each root table of a dataset last received rows, as a Unix timestamp: the newest dlt load id
     among its rows (dlt's load ids are the load's start time). A table merged again with unchanged rows

@@ -17,8 +17,6 @@ from tests.support.lakes import lake_in
 from tests.support.sandboxes import (
     FROZEN_WORLD,
     FULL_KEY,
-    GENEROUS_LIMITS,
-    SANDBOX_START,
     requests_served,
     sandbox_stats,
 )
@@ -26,7 +24,6 @@ from tests.support.syncs import SyncResult, cli_env, snapshot, sync_once
 
 pytestmark = pytest.mark.faults
 
-FROZEN = {"start": SANDBOX_START, "speed": 0.0, "limits": GENEROUS_LIMITS}
 # fast retries so a fault run stays quick; the limits are the sandbox's, not the real service's
 QUICK_RETRIES = {"max_attempts": 8, "backoff_factor": 0.05, "max_retry_delay": 3.0}
 
@@ -36,7 +33,7 @@ QUICK_RETRIES = {"max_attempts": 8, "backoff_factor": 0.05, "max_retry_delay": 3
 def test_a_sync_through_faults_then_a_clean_rerun_equals_a_fault_free_run(
     profile, make_sandbox, tmp_path, clean_snapshot
 ):
-    server = make_sandbox(faults=profile, fault_rate=0.15, fault_seed=3, **FROZEN)
+    server = make_sandbox(faults=profile, fault_rate=0.15, fault_seed=3, **FROZEN_WORLD)
     try:
         sync_once(server, tmp_path, settings=QUICK_RETRIES)
     except Exception as error:  # a fault may outlast the retries: the rerun must still complete the job
@@ -52,7 +49,7 @@ def test_a_sync_through_faults_then_a_clean_rerun_equals_a_fault_free_run(
 
 @pytest.mark.slow
 def test_responses_slower_than_the_timeout_are_retried(make_sandbox, tmp_path, clean_snapshot):
-    server = make_sandbox(faults="slow", fault_rate=0.05, fault_seed=5, fault_delay=3.0, **FROZEN)
+    server = make_sandbox(faults="slow", fault_rate=0.05, fault_seed=5, fault_delay=3.0, **FROZEN_WORLD)
 
     result = sync_once(server, tmp_path, settings={**QUICK_RETRIES, "read_timeout": 1.0})
 
@@ -62,7 +59,7 @@ def test_responses_slower_than_the_timeout_are_retried(make_sandbox, tmp_path, c
 
 
 def test_a_base_url_without_v2_fails_clearly_and_writes_nothing(make_sandbox, tmp_path):
-    server = make_sandbox(**FROZEN)
+    server = make_sandbox(**FROZEN_WORLD)
     wrong = type("WrongBase", (), {"base_url": server.root_url, "app_url": server.app_url})()
 
     with pytest.raises(Exception) as raised:
@@ -83,7 +80,7 @@ def test_a_base_url_without_v2_fails_clearly_and_writes_nothing(make_sandbox, tm
 @pytest.mark.slow
 def test_a_process_killed_mid_sync_loses_nothing_on_rerun(make_sandbox, tmp_path, clean_snapshot):
     # a 1 s window and its real limits slow the sync down enough to kill it halfway
-    server = make_sandbox(start=SANDBOX_START, speed=0.0, rate_window=1.0)
+    server = make_sandbox(speed=0.0, rate_window=1.0)
     env = cli_env(server.base_url, tmp_path, window=1.0)
     command = [sys.executable, "-m", "pipelines", "sync", "--no-progress"]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -44,10 +44,10 @@ def run_batch(path: Path, client, journal: Path | str):
         store.close()
 
 
-def test_a_number_once_created_is_never_created_again(sandbox, tmp_path, journal_location):
+def test_a_number_once_created_is_never_created_again(own_sandbox, tmp_path, journal_location):
     number = f"WBONCE{uuid.uuid4().hex[:8].upper()}"
     spelled_otherwise = f"{number[:4].lower()} {number[4:].lower()}"  # the service ignores case and spaces
-    with make_client(sandbox, tmp_path) as client:
+    with make_client(own_sandbox, tmp_path) as client:
         first, journal = run_batch(write_csv(tmp_path / "first.csv", [number, "bill_of_lading", "MAEU", ""],
                                              [spelled_otherwise, "bill_of_lading", "MAEU", ""]), client, journal_location)
         assert [(r.row_index, r.status) for r in first.results] == [(1, "accepted"), (2, "invalid")]
@@ -65,7 +65,7 @@ def test_a_number_once_created_is_never_created_again(sandbox, tmp_path, journal
             assert [(r.row_index, r.status) for r in again.results] == [(1, status)]
             assert journal == [(1, "accepted", created)]  # still the row that created it
 
-    assert tracking_count(sandbox, number) == 1
+    assert tracking_count(own_sandbox, number) == 1
     store = WritebackStore(journal_location)
     audit = store.rows("select outcome, http_status from audit_log where target = ?",
                        [f"tracking_request:bill_of_lading:{number}"])
@@ -73,7 +73,7 @@ def test_a_number_once_created_is_never_created_again(sandbox, tmp_path, journal
     assert audit == [("accepted", 201)]
 
 
-def test_a_number_journaled_under_an_older_key_is_not_created_again(sandbox, tmp_path):
+def test_a_number_journaled_under_an_older_key_is_not_created_again(own_sandbox, tmp_path):
     """A journal written before a row's key was its number (the key was a hash of the whole row) still
     stops the number being created again; and an accepted outcome is final whatever is recorded after it."""
     number = f"WBOLD{uuid.uuid4().hex[:8].upper()}"
@@ -83,12 +83,12 @@ def test_a_number_journaled_under_an_older_key_is_not_created_again(sandbox, tmp
     store.record_tracking_outcome(old, "accepted", tracking_request_id="tr-old", http_status=201)
     store.record_tracking_outcome(old, "invalid", errors=[{"detail": "late"}])
     assert store.tracking_outcome(old["row_key"])["status"] == "accepted"
-    with make_client(sandbox, tmp_path) as client:
+    with make_client(own_sandbox, tmp_path) as client:
         report = create_tracking_requests([{"request_number": number, "request_type": "bill_of_lading",
                                             "scac": "MAEU", "ref_numbers": "PO-1"}], client, store)
     store.close()
     assert [(r.status, r.tracking_request_id) for r in report.results] == [("skipped", "tr-old")]
-    assert tracking_count(sandbox, number) == 0
+    assert tracking_count(own_sandbox, number) == 0
 
 
 @pytest.mark.parametrize(("command", "columns", "not_done"), [
@@ -111,11 +111,11 @@ def test_help_lists_the_columns_the_row_numbering_and_the_exit_codes(command, co
     assert "0 all" in codes and not_done in codes and "2 bad input or usage" in codes
 
 
-def test_rows_are_numbered_as_the_file_shows_them(sandbox, tmp_path, capsys):
+def test_rows_are_numbered_as_the_file_shows_them(own_sandbox, tmp_path, capsys):
     batch = tmp_path / "batch.csv"
     batch.write_text("request_number,request_type,scac\nWBLINE0001,bill_of_lading,MAEU\n\n"
                      "wbline 0001,bill_of_lading,MAEU\n")  # after a blank line: row 2 is on line 4
-    common = ["--base-url", sandbox.base_url, "--api-key", FULL_KEY, "--rate-window", "0.05"]
+    common = ["--base-url", own_sandbox.base_url, "--api-key", FULL_KEY, "--rate-window", "0.05"]
     assert main(["create-tracking-requests", str(batch), "--dry-run", *common]) == 1
     table = [line.split("│")[1:4] for line in capsys.readouterr().out.splitlines() if "WBLINE0001" in line]
     assert [[cell.strip() for cell in row] for row in table] == [["1", "WBLINE0001", "would_send"],
@@ -125,13 +125,13 @@ def test_rows_are_numbered_as_the_file_shows_them(sandbox, tmp_path, capsys):
         f"duplicate of row 1 ({batch} line 2) in this batch"]
 
 
-def test_a_narrow_terminal_folds_the_results_and_cuts_no_id(sandbox, tmp_path):
+def test_a_narrow_terminal_folds_the_results_and_cuts_no_id(own_sandbox, tmp_path):
     # printed into a pipe or a narrow terminal, the table used to cut the created id short ("781599d0-b87d-…")
     number = f"WBNARROW{uuid.uuid4().hex[:8].upper()}"
     batch = write_csv(tmp_path / "narrow.csv", [number, "bill_of_lading", "MAEU", ""])
     done = subprocess.run(
         [sys.executable, "-m", "pipelines", "create-tracking-requests", str(batch)],
-        env={**cli_env(sandbox.base_url, tmp_path), "COLUMNS": "50"}, capture_output=True, text=True, timeout=120,
+        env={**cli_env(own_sandbox.base_url, tmp_path), "COLUMNS": "50"}, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     store = WritebackStore(tmp_path / "data" / "writeback_journal.sqlite")
