@@ -27,7 +27,7 @@ cleared.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,6 +74,7 @@ _DDL = (
         upload_url text, upload_headers text, document_id text, last_error text,
         updated_at text not null, intent_at text)""",
 )
+HELD_NUMBERS_PER_QUERY = 500  # numbers in one `in (...)` list (SQLite allows 32,766 variables)
 PUBLISHED_TABLES = ("audit_log", "tracking_request_outcomes", "document_uploads")
 # never copied to the warehouse: a pending direct-upload URL is a short-lived credential
 UNPUBLISHED_COLUMNS = {"upload_url", "upload_headers"}
@@ -171,17 +172,27 @@ class WritebackStore:
         ))
         return rows[0] if rows else None
 
-    def held_numbers(self) -> dict[tuple[str, str], dict[str, Any]]:
-        """(request_type, request_number) → the outcome that says the number must not be sent again: the
-        row that created its tracking request (`accepted`), else an intent not settled yet (`pending`,
-        `unknown`). Read once a batch, which the batch lock keeps every other batch out of; found by the
-        number, not the key, so rows recorded under any key (a journal written when the key was a hash of
-        the whole row) count."""
+    def held_numbers(self, numbers: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+        """Of `numbers` ((request_type, request_number), a batch's), each → the outcome that says it must not
+        be sent again: the row that created its tracking request (`accepted`), else an intent not settled yet
+        (`pending`, `unknown`). Read once a batch, which the batch lock keeps every other batch out of; found
+        by the number, not the key, so rows recorded under any key (a journal written when the key was a hash
+        of the whole row) count. Only the batch's numbers are read, never the journal's whole history."""
+        wanted = set(numbers)
+        statuses = (ACCEPTED, PENDING, UNKNOWN)
         held: dict[tuple[str, str], dict[str, Any]] = {}
-        for record in self.tracking_outcomes_in(ACCEPTED, PENDING, UNKNOWN):
-            number = (record["request_type"], record["request_number"])
-            if number not in held or record["status"] == ACCEPTED:
-                held[number] = record
+        requested = sorted({number for _, number in wanted})
+        for start in range(0, len(requested), HELD_NUMBERS_PER_QUERY):
+            chunk = requested[start:start + HELD_NUMBERS_PER_QUERY]
+            records = _dicts(self._db.execute(
+                f"select * from {self._schema}.tracking_request_outcomes where status in (?, ?, ?)"
+                f" and request_number in ({', '.join('?' for _ in chunk)}) order by updated_at",
+                [*statuses, *chunk],
+            ))  # fmt: skip
+            for record in records:
+                number = (record["request_type"], record["request_number"])
+                if number in wanted and (number not in held or record["status"] == ACCEPTED):
+                    held[number] = record
         return held
 
     def tracking_outcomes_in(self, *statuses: str) -> list[dict[str, Any]]:

@@ -158,7 +158,7 @@ def create_tracking_requests(
     claimed = store.claimed_tracking_ids() if store is not None else set()
     if store is not None and not dry_run:
         settle_pending(client, store, claimed)
-    held = store.held_numbers() if store is not None else {}
+    held = store.held_numbers(row.number for row in parsed) if store is not None else {}
     results = []
     for row in parsed:
         result = _one(row, client, store, parties, claimed, held.get(row.number), dry_run)

@@ -143,3 +143,17 @@ def test_a_narrow_terminal_folds_the_results_and_cuts_no_id(own_sandbox, tmp_pat
     body = [line.split("│")[1:-1] for line in lines if line.startswith("│")]
     id_column = [cell.strip() for cell in header].index("id")
     assert "".join(cells[id_column].strip() for cells in body) == created
+
+
+def test_a_batch_reads_only_its_own_numbers_from_the_journal(journal_location):
+    store = WritebackStore(journal_location)
+    try:
+        for n, number in enumerate(("WBHELD1", "WBHELD2")):
+            record = {"row_key": f"bill_of_lading:{number}", "row_index": n + 1, "request_number": number,
+                      "request_type": "bill_of_lading", "scac": "MAEU"}
+            store.record_tracking_outcome(record, "accepted", tracking_request_id=f"tr-{n}", http_status=201)
+        held = store.held_numbers([("bill_of_lading", "WBHELD2"), ("booking_number", "WBHELD1")])
+    finally:
+        store.close()
+    assert {number: record["tracking_request_id"] for number, record in held.items()} == {
+        ("bill_of_lading", "WBHELD2"): "tr-1"}  # another type's number is another number
