@@ -164,20 +164,12 @@ def _copy_into_lake(
         except Exception:
             con.rollback()
             raise
-        _recreate_views(con, source_catalog(con), report)
+        # DuckDB names a file's catalog after its stem: a view's fully qualified names carry it
+        _recreate_views(con, source.stem, report)
         _check_counts(con, tables, report)
     finally:
         con.execute(f"detach {SOURCE_ALIAS}")
     return tables
-
-
-def source_catalog(con: duckdb.DuckDBPyConnection) -> str:
-    """The name the file's own connections knew it by (DuckDB names a file's catalog after its stem), which
-    a view's fully qualified names carry."""
-    (path,) = con.execute(
-        "select path from duckdb_databases() where database_name = ?", [SOURCE_ALIAS]
-    ).fetchone()
-    return Path(path).stem
 
 
 def in_the_lake(view_sql: str, catalog: str) -> str:
