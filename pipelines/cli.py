@@ -32,8 +32,6 @@ from pipelines.api.accounts import account_named
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import Settings, load_settings
 from pipelines.errors import ConfigurationError, PipelineError
-from pipelines.extract.item_issues import raise_if_excessive
-from pipelines.extract.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
 from pipelines.geo.geoparquet import export_map_features_geoparquet
 from pipelines.lake_cli import register as register_lake
 from pipelines.refresh import refresh_from_notifications, refresh_maps
@@ -48,6 +46,8 @@ from pipelines.settings import (
     geoparquet_path,
     lake_url,
 )
+from pipelines.source.bookkeeping import raise_if_excessive
+from pipelines.source.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
 from pipelines.sync import SyncResult, sync_account
 from pipelines.warehouse.destinations import Target, resolve_target
 from pipelines.warehouse.postgis import GEO_VIEW

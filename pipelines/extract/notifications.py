@@ -28,7 +28,7 @@ from functools import cache
 from typing import Any
 
 from pipelines.api.jsonapi import flatten_resource
-from pipelines.extract.columns import api_columns
+from pipelines.source.tables import api_columns
 
 # The resource types a shipment document carries, and the table each becomes.
 BUNDLE_TYPES = {"shipment": "shipments", "container": "containers", "transport_event": "transport_events"}
