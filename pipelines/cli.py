@@ -28,7 +28,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from pipelines.api.accounts import account_named
+from pipelines.api import account_named
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import Settings, load_settings
 from pipelines.errors import ConfigurationError, PipelineError

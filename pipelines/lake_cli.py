@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pipelines.api.accounts import account_named, configured_accounts
+from pipelines.api import account_named, configured_accounts
 from pipelines.settings import (
     ACCOUNTS_ENV,
     ANALYTICS_SCHEMA,

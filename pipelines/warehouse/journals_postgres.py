@@ -11,7 +11,7 @@ and `integer` a `bigint` (SQLite's integers are 64-bit).
   DDL runs under a session advisory lock keyed by the journal (host, port, database and schema: never the
   password), and only when `to_regclass` misses one of its tables (a user without CREATE can use tables made
   for it). The check under the lock is a transaction begun after the lock is held: one begun before it keeps
-  the catalog it cached and would still say "missing" (as `pipelines.api.ratelimit_postgres` found).
+  the catalog it cached and would still say "missing" (as `pipelines.api.ratelimit.PostgresLog` found).
 - **Durable before anyone is told.** Autocommit, so a statement is committed when it returns, with
   `synchronous_commit = on` for the session whatever the server's default: a commit that returned is in the
   server's flushed WAL (what the receiver's 2xx and a write-back intent rely on).

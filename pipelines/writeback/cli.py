@@ -17,7 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.api.accounts import account_named
+from pipelines.api import account_named
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.settings import ACCOUNTS_ENV, API_KEY_ENV, DESTINATION_ENV

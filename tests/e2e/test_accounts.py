@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import requests
 
-from pipelines.api.accounts import account_named, configured_accounts
+from pipelines.api import account_named, configured_accounts
 from pipelines.api.config import key_fingerprint, load_settings
 from pipelines.errors import ConfigurationError
 from pipelines.settings import Account
