@@ -35,7 +35,7 @@ from assets.ingest import DEFAULT_FRESHNESS_HOURS, asset_key
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
 from pipelines.extract.columns import api_columns, loaded_columns, schema_drift
 from pipelines.settings import FRESHNESS_HOURS_ENV
-from pipelines.warehouse.tables import table_exists
+from pipelines.warehouse import table_exists
 
 
 @dataclass(frozen=True)

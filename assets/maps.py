@@ -44,7 +44,7 @@ from assets.alerts import describe
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
 from pipelines.geo.geoparquet import export_map_features_geoparquet, map_features_state
 from pipelines.settings import DATASET_NAME, MAPS_DIR_NAME, Account, data_dir, geoparquet_path
-from pipelines.warehouse.tables import table_exists
+from pipelines.warehouse import table_exists
 
 MAPS_GROUP = "maps"
 KEY_PREFIX = ["maps"]

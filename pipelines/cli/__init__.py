@@ -51,8 +51,7 @@ from pipelines.settings import (
     lake_url,
 )
 from pipelines.sync import SyncResult, sync_account
-from pipelines.warehouse.destinations import Target, resolve_target
-from pipelines.warehouse.postgis import GEO_VIEW
+from pipelines.warehouse.destinations import GEO_VIEW, Target, resolve_target
 from pipelines.webhooks.journal import NotificationJournal
 
 console = Console()

@@ -61,12 +61,11 @@ from pipelines.settings import (
     webhook_journal_location,
     writeback_journal_location,
 )
-from pipelines.warehouse.backup import backup_lake, restore_lake
+from pipelines.warehouse import WarehouseStore, default_lake_in, ducklake_store, embedded_store
+from pipelines.warehouse.destinations import migrate_duckdb
 from pipelines.warehouse.journals import describe
-from pipelines.warehouse.maintenance import maintain_lake
-from pipelines.warehouse.migrate import migrate_duckdb
-from pipelines.warehouse.session import OUTPUT_MODES, print_sql, run_session
-from pipelines.warehouse.store import WarehouseStore, default_lake_in, ducklake_store, embedded_store
+from pipelines.warehouse.maintenance import backup_lake, maintain_lake, restore_lake
+from pipelines.warehouse.models import OUTPUT_MODES, print_sql, run_session
 from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import serve
 from pipelines.webhooks.registration import register_webhook, store_secret

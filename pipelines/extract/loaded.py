@@ -17,7 +17,7 @@ import duckdb
 import pyarrow as pa
 from dlt.destinations.exceptions import DestinationUndefinedEntity
 
-from pipelines.warehouse.extensions import in_memory_config
+from pipelines.warehouse.connections import in_memory_config
 
 # Reading in batches keeps the transient Arrow memory small on a large account.
 READ_BATCH_ROWS = 100_000

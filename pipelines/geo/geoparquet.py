@@ -38,7 +38,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.settings import DATASET_NAME
-from pipelines.warehouse.store import WarehouseStore
+from pipelines.warehouse import WarehouseStore
 
 STATE_KEY = "ocean_tracking_map_state"  # the footer key-value entry naming the table state written
 EXPORT_VERSION = 2  # part of the recorded state: a change to the export's SQL rewrites every old file

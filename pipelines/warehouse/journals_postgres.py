@@ -16,7 +16,7 @@ and `integer` a `bigint` (SQLite's integers are 64-bit).
   `synchronous_commit = on` for the session whatever the server's default: a commit that returned is in the
   server's flushed WAL (what the receiver's 2xx and a write-back intent rely on).
 - **Exclusive work across hosts** (one consumer of notifications, one write-back batch) takes a session
-  advisory lock (`postgres_catalog.advisory_lock`: waits bounded by the lock timeout, naming the holder's
+  advisory lock (`connections.advisory_lock`: waits bounded by the lock timeout, naming the holder's
   process and host), which PostgreSQL releases when the holder's connection ends: a killed pod never leaves
   it held.
 - A connection the server dropped is opened again at the next call (the call that met it fails: the receiver
@@ -43,7 +43,7 @@ import psycopg2.extras
 from pipelines.api.ratelimit import LimiterUrl
 from pipelines.errors import ConfigurationError, redact
 from pipelines.settings import lock_timeout_seconds
-from pipelines.warehouse import postgres_catalog
+from pipelines.warehouse import connections
 
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 CONNECT_TIMEOUT_SECONDS = 10
@@ -187,7 +187,7 @@ class PostgresJournal:
     def _create(self, ddl: list[str]) -> None:
         """The schema and tables, once (see the module docstring), in one transaction."""
         tables = _table_names(ddl)
-        key = postgres_catalog.advisory_key(postgres_catalog.catalog_identity(self.url.reveal(), self.schema),
+        key = connections.advisory_key(connections.catalog_identity(self.url.reveal(), self.schema),
                                             DDL_PURPOSE)
         with self._conn.cursor() as cursor:
             if not _missing(cursor, self.schema, tables):
@@ -238,7 +238,7 @@ class PostgresJournal:
 
     def exclusive(self, purpose: str, what: str, *, timeout: float | None = None) -> AbstractContextManager[None]:
         """A session advisory lock keyed by the journal and `purpose`, on a connection of its own."""
-        return postgres_catalog.advisory_lock(self.url.reveal(), self.schema, what, timeout=timeout,
+        return connections.advisory_lock(self.url.reveal(), self.schema, what, timeout=timeout,
                                               purpose=f"journal {purpose}")
 
     def close(self) -> None:

@@ -27,7 +27,7 @@ from pipelines.geo.render import (
     ROUTE_FIGSIZE,
     render_container_route,
 )
-from pipelines.warehouse.backup import backup_lake, restore_lake
+from pipelines.warehouse.maintenance import backup_lake, restore_lake
 from tests.support.dagster import map_metadata, materialize_maps, query_rows, warehouse_resource
 from tests.support.lakes import lake_in
 
