@@ -37,7 +37,7 @@ from pipelines.cli.commands import register_lake, register_webhooks, register_wr
 from pipelines.errors import ConfigurationError, PipelineError
 from pipelines.extract.item_issues import raise_if_excessive
 from pipelines.extract.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
-from pipelines.geo.geoparquet import export_map_features_geoparquet
+from pipelines.geo import export_map_features_geoparquet
 from pipelines.refresh import refresh_from_notifications, refresh_maps
 from pipelines.settings import (
     ACCOUNTS_ENV,

@@ -18,8 +18,7 @@ import shapely
 import assets.maps
 from assets.maps import containers_at_sea, read_map_features, route_files
 from assets.resources import Warehouse
-from pipelines.geo.frame import central_longitude, lines_in_frame, wrap_to_frame
-from pipelines.geo.land import LAND_PATH, load_land
+from pipelines.geo.frame import LAND_PATH, central_longitude, lines_in_frame, load_land, wrap_to_frame
 from pipelines.geo.render import (
     OVERVIEW_DPI,
     OVERVIEW_FIGSIZE,
