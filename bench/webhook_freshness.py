@@ -40,8 +40,7 @@ from pipelines.sync import sync_account
 from pipelines.warehouse import default_lake_in
 from pipelines.warehouse.destinations import ducklake_target
 from pipelines.webhooks.journal import NotificationJournal
-from pipelines.webhooks.receiver import ReceiverThread
-from pipelines.webhooks.registration import register_webhook
+from pipelines.webhooks.receiver import ReceiverThread, register_webhook
 from sandbox.auth import fingerprint
 from sandbox.launcher import SandboxProcess, start_sandbox
 

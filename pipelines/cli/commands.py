@@ -66,10 +66,9 @@ from pipelines.warehouse.destinations import migrate_duckdb
 from pipelines.warehouse.journals import describe
 from pipelines.warehouse.maintenance import backup_lake, maintain_lake, restore_lake
 from pipelines.warehouse.models import OUTPUT_MODES, print_sql, run_session
+from pipelines.webhooks import load_webhook_secret
 from pipelines.webhooks.journal import NotificationJournal
-from pipelines.webhooks.receiver import serve
-from pipelines.webhooks.registration import register_webhook, store_secret
-from pipelines.webhooks.signing import load_webhook_secret
+from pipelines.webhooks.receiver import register_webhook, serve, store_secret
 from pipelines.writeback import documents, ref_numbers, tracking_requests
 from pipelines.writeback.documents import items_from_source, upload_documents
 from pipelines.writeback.inputs import (

@@ -13,8 +13,8 @@ import tomlkit
 from pipelines.cli import commands as cli_commands
 from pipelines.cli import main
 from pipelines.errors import ConfigurationError
-from pipelines.webhooks.registration import CATALOG_EVENTS, Registration, register_webhook, store_secret
-from pipelines.webhooks.signing import WebhookSecret
+from pipelines.webhooks import WebhookSecret
+from pipelines.webhooks.receiver import CATALOG_EVENTS, Registration, register_webhook, store_secret
 from tests.support.scripted import Reply
 
 SECRET = "whsec_registered_0a1b2c3d4e5f"
