@@ -69,19 +69,20 @@ from pipelines.warehouse.models import OUTPUT_MODES, print_sql, run_session
 from pipelines.webhooks import load_webhook_secret
 from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import register_webhook, serve, store_secret
-from pipelines.writeback import documents, ref_numbers, tracking_requests
-from pipelines.writeback.documents import items_from_source, upload_documents
-from pipelines.writeback.inputs import (
+from pipelines.writeback import (
     MANIFEST_COLUMNS,
     REF_NUMBER_COLUMNS,
     ROW_NUMBERING,
     TRACKING_REQUEST_COLUMNS,
+    documents,
     read_rows,
+    ref_numbers,
+    tracking_requests,
 )
+from pipelines.writeback.documents import items_from_source, upload_documents
 from pipelines.writeback.ref_numbers import patch_ref_numbers
 from pipelines.writeback.store import writeback_session
-from pipelines.writeback.tracking_requests import create_tracking_requests
-from pipelines.writeback.tracking_rows import REQUEST_TYPES
+from pipelines.writeback.tracking_requests import REQUEST_TYPES, create_tracking_requests
 
 console = Console()
 errors = Console(stderr=True)

@@ -14,7 +14,7 @@ import requests
 from pipelines.cli import commands as cli_commands
 from pipelines.cli import main
 from pipelines.errors import InputError
-from pipelines.writeback.inputs import REF_NUMBER_COLUMNS, read_rows
+from pipelines.writeback import REF_NUMBER_COLUMNS, read_rows
 from pipelines.writeback.ref_numbers import merge_refs, patch_ref_numbers
 from tests.support.sandboxes import FULL_KEY, api_get, routes
 from tests.support.syncs import make_client, sync_once
