@@ -23,8 +23,8 @@ from typing import Any
 
 import dlt
 
+from pipelines.api import rows_by_type
 from pipelines.api.client import OceanTrackingClient
-from pipelines.api.jsonapi import rows_by_type
 from pipelines.errors import NotFoundError
 from pipelines.extract.loaded import loaded_rows
 from pipelines.extract.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS, MapPlan, candidates_sql, plan_maps

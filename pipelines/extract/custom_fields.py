@@ -24,8 +24,8 @@ import dlt
 import orjson
 from dlt.sources import DltResource
 
+from pipelines.api import rows_by_type
 from pipelines.api.client import OceanTrackingClient
-from pipelines.api.jsonapi import rows_by_type
 from pipelines.errors import AuthorizationError
 from pipelines.extract.columns import HARD_DELETE_COLUMN
 from pipelines.extract.fetch_log import SyncFetchLog

@@ -37,8 +37,8 @@ from typing import Any
 import dlt
 from dlt.sources import DltResource, DltSource
 
+from pipelines.api import rows_by_type
 from pipelines.api.client import OceanTrackingClient
-from pipelines.api.jsonapi import rows_by_type
 from pipelines.errors import FeatureNotEnabledError, NotFoundError
 from pipelines.extract.custom_fields import custom_field_resources
 from pipelines.extract.fetch_log import SyncFetchLog, digest

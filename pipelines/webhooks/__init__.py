@@ -41,8 +41,8 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
+from pipelines.api import flatten_resource
 from pipelines.api.config import ApiKey, lookup_setting
-from pipelines.api.jsonapi import flatten_resource
 from pipelines.errors import ConfigurationError
 from pipelines.extract.columns import api_columns
 from pipelines.settings import WEBHOOK_SECRET_KEY, Account

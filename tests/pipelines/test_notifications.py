@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pipelines.api.jsonapi import flatten_resource, rows_by_type
+from pipelines.api import flatten_resource, rows_by_type
 from pipelines.webhooks import Notice, is_complete, plan_batch, shipments_named, version_key
 from sandbox.world import World
 
