@@ -12,6 +12,8 @@ snapshots, and every reader sees each new snapshot without reconnecting. Measure
 the models, the exports, the write-back records, the checks, the analysts' session. Writers take one lock
 (`writing`), so a load, a model run, a maintenance run and a write-back publish never race a commit;
 readers take none.
+Beside it in this room: `connections` (waiting for held locks, the offline extensions, the PostgreSQL
+catalog), `destinations` (where a sync loads), `models` (dbt, the analysts' session), `maintenance`.
 
 The lake across hosts is configuration only (dlt's own keys): a PostgreSQL catalog
 (`DESTINATION__DUCKLAKE__CREDENTIALS__CATALOG=postgresql://...`) and the data in S3-compatible object
@@ -95,9 +97,7 @@ SYNC_LOCK_WAIT_SECONDS = float("inf")
 # (`parquet_row_group_size_bytes`) would be tighter for wide rows, but DuckDB refuses it in a session that
 # preserves insertion order, which every writer but the load does (models, maintenance, migrations).
 LAKE_WRITE_OPTIONS = {"parquet_row_group_size": "10000"}
-
-
-SECRET_NAME = "lake_storage"
+SECRET_NAME = "lake_storage"  # the DuckDB secret for the lake's files in object storage
 
 
 def is_remote(path: str | None) -> bool:
