@@ -1,37 +1,50 @@
 """Failures reach people outside the UI: a failed run and a failed asset check post a compact JSON message
 to a webhook and, when SMTP is configured, send an e-mail.
 
-- `run_failure_alert_sensor` (`@dg.run_failure_sensor`): every failed run of a job of this code location.
-- `asset_check_failure_alert_sensor`: every finished run (succeeded or failed) of this code location
-  whose checks failed, one message a run: checks that did not pass with severity ERROR (WARN stays in
-  the UI) and checks whose execution failed (planned in a step that failed, with no result). Dagster 1.13
-  has no sensor for check results, and a storage-id cursor over ASSET_CHECK_EVALUATION events fails on
-  the run-sharded SQLite storage of dagster.yaml (ids restart in each run's shard). So it follows the
-  RUN_SUCCESS and RUN_FAILURE events (ids from the index shard on every storage, as `run_status_sensor`)
-  and reads each finished run's check events: a check is reported once its run ends, and a failed run
-  with failed checks gets both sensors' messages.
+The sensors are Dagster's own run status sensors: Dagster keeps their cursors, reads only this code
+location's runs, notes in each run it handed to a sensor that the sensor acted on it, and starts with the
+runs that finish after the sensor starts.
 
-Both start RUNNING when a webhook URL or an SMTP host is set when the code location loads, else STOPPED
-(the UI can still start them). Everything else is read when an alert is sent. The webhook URL (it may
-carry a token) and the SMTP password are never logged nor put into an event; error messages are
-redacted of them (and of the API key). The webhook is posted with `urllib.request`, which logs nothing:
-`requests`' urllib3 logs the URL's path, token included, at DEBUG. A channel is tried `ALERT_ATTEMPTS`
-times (not again after a 4xx or an SMTP 5xx); one that failed them all logs one line and rests a
-minute, so a dead channel cannot stretch a tick past its time limit. A failure to alert never fails
-the sensor: its cursor moves on.
+- `run_failure_alert_sensor` (`@dg.run_failure_sensor`): every failed run, then that run's failed checks.
+- `asset_check_failure_alert_sensor` (`@dg.run_status_sensor` on SUCCESS): the failed checks of every
+  succeeded run. Dagster 1.13 has no sensor for check results (`asset_sensor` and `multi_asset_sensor`
+  read materializations only) and a run status sensor watches a single status, so the failed runs' checks
+  come from the run-failure sensor: a failed run with failed checks gets both messages.
+  A failed check: one that did not pass with severity ERROR (WARN stays in the UI), or one whose
+  execution failed (planned in a step that failed, with no result).
+
+Ours is only what `dg.make_email_on_run_failure_sensor` (dagster/_utils/alert.py) lacks. It takes the
+password and every SMTP setting when the sensor is defined (a changed password needs a reload), always
+logs in, speaks only SSL or STARTTLS (no plain SMTP to a relay on the host), has no timeout (a dead server
+hangs the tick) and no retry, puts the run's failure message unredacted in its default body, and is one
+more sensor per channel; Dagster has no webhook factory. So this module keeps the messages, the redaction
+of secrets, and the delivery: settings read from the environment when an alert is sent, a timeout on each
+attempt, `ALERT_ATTEMPTS` attempts (none more after a 4xx or an SMTP 5xx), and a minute's rest for a
+channel that failed them all, so a dead channel cannot stretch a tick past its time limit. A failure to
+alert is logged in one redacted line and never fails the sensor.
+
+Both sensors start RUNNING when a webhook URL or an SMTP host is set when the code location loads, else
+STOPPED (the UI can still start them). The webhook URL (it may carry a token) and the SMTP password are
+never logged nor put into an event.
 """
 
 import json
 import logging
 import os
+import smtplib
+import ssl
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from email.message import EmailMessage
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import dagster as dg
+import tenacity
 
 from pipelines.settings import (
     ALERT_ATTEMPTS,
@@ -52,14 +65,12 @@ from pipelines.settings import (
 LOGGER = logging.getLogger(__name__)
 MAX_ERROR_CHARS = 300
 MAX_CHECKS_PER_ALERT = 20
-RUNS_PER_TICK = 25  # finished runs read per status and tick; the cursor takes the rest next tick
 BACKOFF_SECONDS = 0.5  # before the 2nd attempt; doubles after
 CHANNEL_REST_SECONDS = 60.0
 SMTP_PORTS = {"ssl": 465, "starttls": 587, "none": 25}
 DEFAULT_FROM = "ocean-tracking@localhost"
 REDACTED = "***"
 Event = dg.DagsterEventType
-WATCHED_RUN_EVENTS = {"success": Event.RUN_SUCCESS, "failure": Event.RUN_FAILURE}
 CHECK_EVENTS = {Event.ASSET_CHECK_EVALUATION, Event.ASSET_CHECK_EVALUATION_PLANNED, Event.STEP_FAILURE}
 
 
@@ -67,14 +78,11 @@ def _env(name: str) -> str:
     return (os.environ.get(name) or "").strip()
 
 
-def alerts_configured() -> bool:
-    """Whether a channel is configured: a webhook URL or an SMTP host in the environment."""
-    return bool(_env(ALERT_WEBHOOK_URL_ENV) or _env(ALERT_SMTP_HOST_ENV))
-
-
 def default_status() -> dg.DefaultSensorStatus:
-    """RUNNING when a channel is configured, else STOPPED: alerts are off until configured."""
-    return dg.DefaultSensorStatus.RUNNING if alerts_configured() else dg.DefaultSensorStatus.STOPPED
+    """RUNNING when a channel (a webhook URL or an SMTP host) is configured, else STOPPED: alerts are off
+    until there is somewhere to send them."""
+    configured = _env(ALERT_WEBHOOK_URL_ENV) or _env(ALERT_SMTP_HOST_ENV)
+    return dg.DefaultSensorStatus.RUNNING if configured else dg.DefaultSensorStatus.STOPPED
 
 
 # ---- secrets -----------------------------------------------------------------------------------------
@@ -95,20 +103,21 @@ def secret_values() -> list[str]:
 
 
 def redact(text: str, secrets: Sequence[str] | None = None) -> str:
-    """`text` with every secret (`secret_values()` unless given) replaced by `***`."""
+    """`text` with every secret (`secret_values()` unless given) replaced by `***`, so that an error
+    message can be logged or sent."""
     for secret in secret_values() if secrets is None else secrets:
         text = text.replace(secret, REDACTED)
     return text
 
 
 def first_line(text: str | None, limit: int = MAX_ERROR_CHARS) -> str:
-    """The first non-blank line of `text`, at most `limit` characters."""
+    """The first non-blank line of `text`, at most `limit` characters: a message stays one line."""
     line = next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def describe(error: BaseException) -> str:
-    """One redacted line naming an exception: its class and its message's first line."""
+    """One redacted line naming an exception (its class and its message's first line), safe to log."""
     message = first_line(str(error))
     return redact(f"{type(error).__name__}: {message}" if message else type(error).__name__)
 
@@ -132,15 +141,17 @@ class Alert:
         return json.dumps(self.payload, separators=(",", ":"), ensure_ascii=False).encode()
 
     def email_body(self) -> str:
-        """The e-mail's text: the summary, the run's link, then the payload indented."""
+        """The e-mail's plain text: the summary, the run's link, then the payload indented."""
         link = f"\n{self.payload['url']}\n" if self.payload.get("url") else ""
         return f"{self.payload['text']}\n{link}\n{json.dumps(self.payload, indent=2, ensure_ascii=False)}\n"
 
 
-def run_url(run_id: str) -> str | None:
-    """The run's page in the Dagster UI when $OCEAN_TRACKING_ALERT_UI_URL names the UI, else None."""
+def _alert(run: dg.DagsterRun, event: str, text: str, **fields: Any) -> Alert:
+    """A message about `run`: its job and id, `fields`, and the run's page in the Dagster UI when
+    $OCEAN_TRACKING_ALERT_UI_URL names the UI."""
     base = _env(ALERT_UI_URL_ENV).rstrip("/")
-    return f"{base}/runs/{run_id}" if base else None
+    url = {"url": f"{base}/runs/{run.run_id}"} if base else {}
+    return Alert({"event": event, "text": text, "job": run.job_name, "run_id": run.run_id, **fields, **url})
 
 
 def error_line(error: Any) -> str:
@@ -151,121 +162,83 @@ def error_line(error: Any) -> str:
     return first_line(error.message) if error is not None else ""
 
 
-def _with_url(payload: dict[str, Any], run_id: str) -> dict[str, Any]:
-    url = run_url(run_id)
-    return {**payload, "url": url} if url else payload
-
-
 def run_failure_alert(
     run: dg.DagsterRun, failure_message: str | None, step_failures: Sequence[dg.DagsterEvent]
 ) -> Alert:
     """The message for a failed run: its job, id, first failed step and that step's error's first line
-    (the run's own failure message when no step failed, e.g. a run worker that died)."""
-    secrets = secret_values()
+    (the run's own failure message when no step failed, e.g. a run worker that died), redacted."""
     steps = [event.step_key for event in step_failures if event.step_key]
     error = next((error_line(event.event_specific_data.error) for event in step_failures), "")
-    error = redact(error or first_line(failure_message), secrets)
+    error = redact(error or first_line(failure_message))
     step = steps[0] if steps else None
     where = f", step {step}" if step else ""
-    payload = {
-        "event": "run_failure",
-        "text": f"Dagster run failed: job {run.job_name} (run {run.run_id[:8]}){where}: {error}",
-        "job": run.job_name,
-        "run_id": run.run_id,
-        "step": step,
-        "error": error,
-        "failed_steps": steps[:MAX_CHECKS_PER_ALERT],
-    }
-    return Alert(_with_url(payload, run.run_id))
+    text = f"Dagster run failed: job {run.job_name} (run {run.run_id[:8]}){where}: {error}"
+    return _alert(run, "run_failure", text, step=step, error=error, failed_steps=steps[:MAX_CHECKS_PER_ALERT])
 
 
-@dataclass(frozen=True)
-class CheckFailure:
-    """A check that did not pass with severity ERROR (`failed`) or whose step failed before it reported
-    (`execution_failed`)."""
-
-    check: str  # `asset/key:check_name`
-    asset: str
-    status: str
-    step: str | None
-    error: str
-
-
-def check_failures(instance: dg.DagsterInstance, run_id: str) -> list[CheckFailure]:
-    """The failed checks of one run, read from its own event log (cheap on every storage)."""
-    failures: list[CheckFailure] = []
+def check_failures(instance: dg.DagsterInstance, run_id: str) -> list[dict[str, Any]]:
+    """The failed checks of one run, read from its own event log (cheap on every storage), each as
+    `check` (`asset/key:check_name`), `asset`, `status` (`failed` or `execution_failed`), `step` and
+    `error`. Not Dagster's check execution records: they are read check by check (none by run), keep
+    no error, and call a check whose step never ran (an upstream step failed) EXECUTION_FAILED too."""
+    failures: list[dict[str, Any]] = []
     evaluated: set[dg.AssetCheckKey] = set()
     planned: dict[dg.AssetCheckKey, str | None] = {}
-    failed_steps: dict[str, str] = {}
-    cursor = None
-    while True:
-        connection = instance.get_records_for_run(run_id, cursor=cursor, of_type=CHECK_EVENTS, limit=1000)
-        for record in connection.records:
-            entry = record.event_log_entry
-            event = entry.dagster_event
-            if event is None:
-                continue
-            data = event.event_specific_data
-            if event.event_type == Event.STEP_FAILURE:
-                failed_steps[entry.step_key or ""] = error_line(data.error)
-            elif event.event_type == Event.ASSET_CHECK_EVALUATION_PLANNED:
-                planned[data.asset_check_key] = entry.step_key
-            else:
-                evaluated.add(data.asset_check_key)
-                if not data.passed and data.severity == dg.AssetCheckSeverity.ERROR:
-                    key, step = data.asset_check_key, entry.step_key
-                    failures.append(_failure(key, "failed", step, data.description))
-        if not connection.has_more:
-            break
-        cursor = connection.cursor
+    step_errors: dict[str | None, str] = {}
+    for record in instance.get_records_for_run(run_id, of_type=CHECK_EVENTS).records:
+        entry = record.event_log_entry
+        event, step = entry.dagster_event, entry.step_key
+        data = event.event_specific_data if event else None
+        if event is None or data is None:
+            continue
+        if event.event_type == Event.STEP_FAILURE:
+            step_errors[step] = error_line(data.error)
+        elif event.event_type == Event.ASSET_CHECK_EVALUATION_PLANNED:
+            planned[data.asset_check_key] = step
+        else:
+            evaluated.add(data.asset_check_key)
+            if not data.passed and data.severity == dg.AssetCheckSeverity.ERROR:
+                failures.append(_check(data.asset_check_key, "failed", step, data.description))
     for key, step in planned.items():
-        if key not in evaluated and (step or "") in failed_steps:
-            failures.append(_failure(key, "execution_failed", step, failed_steps[step or ""]))
+        if key not in evaluated and step in step_errors:
+            failures.append(_check(key, "execution_failed", step, step_errors[step]))
     return failures
 
 
-def _failure(key: dg.AssetCheckKey, status: str, step: str | None, error: str | None) -> CheckFailure:
+def _check(key: dg.AssetCheckKey, status: str, step: str | None, error: str | None) -> dict[str, Any]:
     fallback = "did not pass" if status == "failed" else "the step failed before the check reported"
-    check, asset = key.to_user_string(), key.asset_key.to_user_string()
-    return CheckFailure(check, asset, status, step, first_line(error) or fallback)
+    check, asset, error = key.to_user_string(), key.asset_key.to_user_string(), first_line(error) or fallback
+    return {"check": check, "asset": asset, "status": status, "step": step, "error": redact(error)}
 
 
-def check_failure_alert(run: dg.DagsterRun, failures: Sequence[CheckFailure]) -> Alert:
+def check_failure_alert(run: dg.DagsterRun, failures: Sequence[dict[str, Any]]) -> Alert:
     """The message for one run's failed checks: the first one's step and error at the top (as in a
     run failure), then up to `MAX_CHECKS_PER_ALERT` checks and how many more there were."""
-    secrets = secret_values()
-    checks = [{**asdict(failure), "error": redact(failure.error, secrets)} for failure in failures]
-    first = checks[0]
-    summary = f"{first['check']}: {first['error']}"
-    others = f" (+{len(checks) - 1} more)" if len(checks) > 1 else ""
-    payload = {
-        "event": "asset_check_failure",
-        "text": f"{len(checks)} asset check(s) failed in job {run.job_name} (run {run.run_id[:8]}): {summary}{others}",
-        "job": run.job_name,
-        "run_id": run.run_id,
-        "run_status": run.status.value,
-        "step": first["step"],
-        "error": first["error"],
-        "checks": checks[:MAX_CHECKS_PER_ALERT],
-    }
-    if len(checks) > MAX_CHECKS_PER_ALERT:
-        payload["more_checks"] = len(checks) - MAX_CHECKS_PER_ALERT
-    return Alert(_with_url(payload, run.run_id))
+    first = failures[0]
+    others = f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""
+    extra = len(failures) - MAX_CHECKS_PER_ALERT
+    more = {"more_checks": extra} if extra > 0 else {}
+    text = (
+        f"{len(failures)} asset check(s) failed in job {run.job_name} (run {run.run_id[:8]}): "
+        f"{first['check']}: {first['error']}{others}"
+    )
+    checks = list(failures[:MAX_CHECKS_PER_ALERT])
+    status, step, error = run.status.value, first["step"], first["error"]
+    return _alert(
+        run, "asset_check_failure", text, run_status=status, step=step, error=error, checks=checks, **more
+    )
 
 
 # ---- channels ----------------------------------------------------------------------------------------
 
 
 class AlertError(Exception):
-    """A channel's failure, its message safe to log (it names no secret); another attempt may help."""
+    """A channel's failure whose message names no secret; `permanent` when another attempt would not fix
+    it (a 4xx, a refused login or recipient, a bad setting)."""
 
-    permanent = False
-
-
-class PermanentAlertError(AlertError):
-    """A failure that another attempt would not fix (a 4xx, a refused login, a bad setting)."""
-
-    permanent = True
+    def __init__(self, message: str, permanent: bool = False):
+        super().__init__(message)
+        self.permanent = permanent
 
 
 def timeout_seconds() -> float:
@@ -277,45 +250,36 @@ def timeout_seconds() -> float:
 
 
 def post_webhook(url: str, alert: Alert, timeout: float) -> None:
-    """POST the alert's JSON to `url`; raise on a non-2xx answer (a 4xx but 408/429 as permanent)."""
-    import urllib.error
-    import urllib.request
-
+    """POST the alert's JSON to `url`; raise on a non-2xx answer (a 4xx but 408/429 as permanent).
+    `urllib.request` because it logs nothing: `requests`' urllib3 logs the URL's path, a token included,
+    at DEBUG. Only http(s): urlopen would read a `file:` URL."""
     if urlsplit(url).scheme not in ("http", "https"):
-        raise PermanentAlertError(f"{ALERT_WEBHOOK_URL_ENV} is not an http(s) URL")
-    request = urllib.request.Request(
-        url,
-        data=alert.json(),
-        headers={"Content-Type": "application/json", "User-Agent": "ocean-tracking-alerts"},
-        method="POST",
-    )
+        raise AlertError(f"{ALERT_WEBHOOK_URL_ENV} is not an http(s) URL", permanent=True)
+    headers = {"Content-Type": "application/json", "User-Agent": "ocean-tracking-alerts"}
+    request = urllib.request.Request(url, data=alert.json(), headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             response.read()
     except urllib.error.HTTPError as error:
         error.close()
-        if 400 <= error.code < 500 and error.code not in (408, 429):
-            raise PermanentAlertError(f"HTTP {error.code}") from None
-        raise AlertError(f"HTTP {error.code}") from None
+        permanent = 400 <= error.code < 500 and error.code not in (408, 429)
+        raise AlertError(f"HTTP {error.code}", permanent) from None
 
 
 def send_email(alert: Alert, timeout: float) -> None:
-    """Send the alert by SMTP (settings from the environment, read now); an SMTP 5xx, a refused
-    recipient or a missing STARTTLS is permanent. Certificates are verified for `ssl` and `starttls`."""
-    import smtplib
-    import ssl
-    from email.message import EmailMessage
-
+    """Send the alert as plain text by SMTP, every setting and the password read now; log in only when a
+    user is set. An SMTP 5xx, a refused recipient or a missing STARTTLS is permanent. Certificates are
+    verified for `ssl` and `starttls`; `none` is plain SMTP (a relay on the host)."""
     security = (_env(ALERT_SMTP_SECURITY_ENV) or "starttls").lower()
     if security not in SMTP_PORTS:
-        raise PermanentAlertError(f"{ALERT_SMTP_SECURITY_ENV} must be one of {', '.join(SMTP_PORTS)}")
+        raise AlertError(f"{ALERT_SMTP_SECURITY_ENV} must be one of {', '.join(SMTP_PORTS)}", permanent=True)
     try:
         port = int(_env(ALERT_SMTP_PORT_ENV) or SMTP_PORTS[security])
     except ValueError:
-        raise PermanentAlertError(f"{ALERT_SMTP_PORT_ENV} is not a port number") from None
+        raise AlertError(f"{ALERT_SMTP_PORT_ENV} is not a port number", permanent=True) from None
     recipients = [address.strip() for address in _env(ALERT_EMAIL_TO_ENV).split(",") if address.strip()]
     if not recipients:
-        raise PermanentAlertError(f"{ALERT_EMAIL_TO_ENV} names no recipient")
+        raise AlertError(f"{ALERT_EMAIL_TO_ENV} names no recipient", permanent=True)
     user = _env(ALERT_SMTP_USER_ENV)
     message = EmailMessage()
     message["Subject"] = alert.subject
@@ -335,71 +299,67 @@ def send_email(alert: Alert, timeout: float) -> None:
                 smtp.login(user, os.environ.get(ALERT_SMTP_PASSWORD_ENV, ""))
             smtp.send_message(message, to_addrs=recipients)
     except (smtplib.SMTPNotSupportedError, smtplib.SMTPRecipientsRefused) as error:
-        raise PermanentAlertError(describe(error)) from None
+        raise AlertError(describe(error), permanent=True) from None
     except smtplib.SMTPResponseException as error:
-        if error.smtp_code >= 500:
-            raise PermanentAlertError(describe(error)) from None
-        raise AlertError(describe(error)) from None
+        raise AlertError(describe(error), permanent=error.smtp_code >= 500) from None
 
 
 _resting: dict[str, float] = {}  # channel -> monotonic time it may be tried again (shared by both sensors)
 _resting_lock = threading.Lock()
 
 
-class Notifier:
-    """Sends alerts over the configured channels, each tried `attempts` times. A channel that failed
-    every attempt logs one line and rests `rest_seconds` (alerts meanwhile log one line each)."""
+def notify(
+    alert: Alert,
+    log: logging.Logger | None = None,
+    *,
+    attempts: int = ALERT_ATTEMPTS,
+    backoff_seconds: float = BACKOFF_SECONDS,
+) -> dict[str, bool]:
+    """Send `alert` over every configured channel; returns each channel's outcome (True: delivered).
+    Never raises, so a failure to alert cannot fail a sensor's tick: see `_deliver`."""
+    timeout, url = timeout_seconds(), _env(ALERT_WEBHOOK_URL_ENV)
+    channels: dict[str, Callable[[], None]] = {}
+    if url:
+        channels["webhook"] = lambda: post_webhook(url, alert, timeout)
+    if _env(ALERT_SMTP_HOST_ENV):
+        channels["email"] = lambda: send_email(alert, timeout)
+    log = log or LOGGER
+    return {
+        name: _deliver(name, send, alert, log, attempts, backoff_seconds) for name, send in channels.items()
+    }
 
-    def __init__(
-        self,
-        log: logging.Logger | None = None,
-        *,
-        attempts: int = ALERT_ATTEMPTS,
-        backoff_seconds: float = BACKOFF_SECONDS,
-        rest_seconds: float = CHANNEL_REST_SECONDS,
-    ):
-        self.log = log or LOGGER
-        self.attempts = max(1, attempts)
-        self.backoff_seconds = backoff_seconds
-        self.rest_seconds = rest_seconds
 
-    def send(self, alert: Alert) -> dict[str, bool]:
-        """Send `alert` to every configured channel; returns each channel's outcome (True: delivered)."""
-        timeout = timeout_seconds()
-        outcomes: dict[str, bool] = {}
-        url = _env(ALERT_WEBHOOK_URL_ENV)
-        if url:
-            outcomes["webhook"] = self._deliver("webhook", lambda: post_webhook(url, alert, timeout), alert)
-        if _env(ALERT_SMTP_HOST_ENV):
-            outcomes["email"] = self._deliver("email", lambda: send_email(alert, timeout), alert)
-        return outcomes
-
-    def _deliver(self, channel: str, send: Callable[[], None], alert: Alert) -> bool:
-        what = f"{alert.payload['event']} alert for run {alert.payload['run_id']}"
-        with _resting_lock:
-            resting = _resting.get(channel, 0.0) > time.monotonic()
-        if resting:
-            self.log.warning(f"{what} not sent by {channel}: it failed moments ago and is resting")
-            return False
-        reason, attempt = "", 0
-        while attempt < self.attempts:
-            attempt += 1
-            try:
-                send()
-            except AlertError as error:
-                reason = redact(str(error))
-                if error.permanent:
-                    break
-            except Exception as error:  # any failure of a channel is logged, never raised into the sensor
-                reason = describe(error)
-            else:
-                return True
-            if attempt < self.attempts:
-                time.sleep(self.backoff_seconds * 2 ** (attempt - 1))
-        with _resting_lock:
-            _resting[channel] = time.monotonic() + self.rest_seconds
-        self.log.warning(f"{what} not sent by {channel} after {attempt} attempt(s): {reason}")
+def _deliver(
+    channel: str, send: Callable[[], None], alert: Alert, log: logging.Logger, attempts: int, backoff: float
+) -> bool:
+    """Try `send` up to `attempts` times with exponential backoff (tenacity), not again after a permanent
+    failure. A channel that failed them all logs one redacted line and rests `CHANNEL_REST_SECONDS`
+    (alerts meanwhile log one line each instead of waiting on it)."""
+    what = f"{alert.payload['event']} alert for run {alert.payload['run_id']}"
+    with _resting_lock:
+        resting = _resting.get(channel, 0.0) > time.monotonic()
+    if resting:
+        log.warning(f"{what} not sent by {channel}: it failed moments ago and is resting")
         return False
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(max(1, attempts)),
+        wait=tenacity.wait_exponential(multiplier=backoff),
+        retry=tenacity.retry_if_exception(lambda error: not getattr(error, "permanent", False)),
+        reraise=True,
+    )
+    attempt = None
+    try:
+        for attempt in retrying:
+            with attempt:
+                send()
+        return True
+    except Exception as error:  # whatever a channel raises is logged, never raised into the sensor
+        reason = redact(str(error)) if isinstance(error, AlertError) else describe(error)
+    with _resting_lock:
+        _resting[channel] = time.monotonic() + CHANNEL_REST_SECONDS
+    tried = attempt.retry_state.attempt_number if attempt else 1
+    log.warning(f"{what} not sent by {channel} after {tried} attempt(s): {reason}")
+    return False
 
 
 def reset_channels() -> None:
@@ -411,85 +371,45 @@ def reset_channels() -> None:
 # ---- sensors -----------------------------------------------------------------------------------------
 
 
+def _alert_failed_checks(context: dg.RunStatusSensorContext) -> None:
+    """Send one message for the failed checks of the run the sensor is looking at, if any failed."""
+    failures = check_failures(context.instance, context.dagster_run.run_id)
+    if failures:
+        notify(check_failure_alert(context.dagster_run, failures), context.log)
+
+
 @dg.run_failure_sensor(
     name="run_failure_alert_sensor",
     default_status=default_status(),
     description=(
-        "Posts every failed run of this code location to $OCEAN_TRACKING_ALERT_WEBHOOK_URL and e-mails it "
-        "when $OCEAN_TRACKING_ALERT_SMTP_HOST is set. Running by default only when one of them is set."
+        "Posts every failed run of this code location, then its failed asset checks, to "
+        "$OCEAN_TRACKING_ALERT_WEBHOOK_URL and e-mails them when $OCEAN_TRACKING_ALERT_SMTP_HOST is set. "
+        "Running by default only when one of them is set."
     ),
 )
-def run_failure_alert_sensor(context: dg.RunFailureSensorContext):
-    """Alert on a failed run: job, run id, first failed step, its error's first line, a link to the run."""
-    run, failure = context.dagster_run, context.failure_event
-    Notifier(context.log).send(run_failure_alert(run, failure.message, context.get_step_failure_events()))
+def run_failure_alert_sensor(context: dg.RunFailureSensorContext) -> None:
+    """Alert on a failed run (job, run id, first failed step, its error's first line, a link to the run),
+    then on its failed checks: the check sensor watches succeeded runs only (a run status sensor watches
+    one status)."""
+    failure_message, steps = context.failure_event.message, context.get_step_failure_events()
+    notify(run_failure_alert(context.dagster_run, failure_message, steps), context.log)
+    _alert_failed_checks(context)
 
 
-def _same_code_location(context: dg.SensorEvaluationContext, run: dg.DagsterRun) -> bool:
-    """Whether `run` belongs to the sensor's code location and repository, as `run_status_sensor`
-    decides (both None for a run executed in process and a sensor evaluated in a test)."""
-    repository = run.remote_job_origin.repository_origin if run.remote_job_origin else None
-    run_place = (
-        (repository.code_location_origin.location_name, repository.repository_name)
-        if repository
-        else (None, None)
-    )
-    location = context.code_location_origin.location_name if context.code_location_origin else None
-    return run_place == (location, context.repository_name)
-
-
-def _latest_storage_id(instance: dg.DagsterInstance, event_type: dg.DagsterEventType) -> int:
-    records = instance.fetch_run_status_changes(event_type, limit=1).records
-    return records[0].storage_id if records else -1
-
-
-def _parse_cursor(text: str | None) -> dict[str, int] | None:
-    """The storage id of the last RUN_SUCCESS and RUN_FAILURE event read; None when unset or unreadable."""
-    try:
-        cursor = {name: int(value) for name, value in json.loads(text or "").items()}
-    except (ValueError, TypeError, AttributeError):
-        return None
-    return cursor if set(cursor) == set(WATCHED_RUN_EVENTS) else None
-
-
-@dg.sensor(
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
     name="asset_check_failure_alert_sensor",
-    minimum_interval_seconds=60,
     default_status=default_status(),
     description=(
-        "Posts the failed asset checks (severity ERROR, or whose execution failed) of each finished run of "
-        "this code location to $OCEAN_TRACKING_ALERT_WEBHOOK_URL, e-mails them when "
-        "$OCEAN_TRACKING_ALERT_SMTP_HOST is set. Running by default only when one of them is set."
+        "Posts the failed asset checks (severity ERROR) of each succeeded run of this code location to "
+        "$OCEAN_TRACKING_ALERT_WEBHOOK_URL, e-mails them when $OCEAN_TRACKING_ALERT_SMTP_HOST is set (a "
+        "failed run's checks come with its run_failure_alert_sensor message). Running by default only "
+        "when one of them is set."
     ),
 )
-def asset_check_failure_alert_sensor(context: dg.SensorEvaluationContext):
-    """Alert on the failed checks of runs that finished since the last tick. The first tick only notes
-    where the event log ends: alerts start with the runs that finish after the sensor starts."""
-    instance = context.instance
-    cursor = _parse_cursor(context.cursor)
-    if cursor is None:
-        cursor = {name: _latest_storage_id(instance, event) for name, event in WATCHED_RUN_EVENTS.items()}
-        context.update_cursor(json.dumps(cursor))
-        return dg.SkipReason("Watching the asset checks of runs that finish from now on")
-    notifier, runs, alerts = Notifier(context.log), 0, 0
-    for name, event_type in WATCHED_RUN_EVENTS.items():
-        records = instance.fetch_run_status_changes(
-            dg.RunStatusChangeRecordsFilter(event_type=event_type, after_storage_id=cursor[name]),
-            limit=RUNS_PER_TICK,
-            ascending=True,
-        ).records
-        for record in records:
-            cursor[name] = record.storage_id
-            run = instance.get_run_by_id(record.event_log_entry.run_id)
-            if run is None or not _same_code_location(context, run):
-                continue
-            runs += 1
-            failures = check_failures(instance, run.run_id)
-            if failures:
-                alerts += 1
-                notifier.send(check_failure_alert(run, failures))
-    context.update_cursor(json.dumps(cursor))
-    return dg.SkipReason(f"{runs} finished run(s) read, {alerts} with failed checks alerted")
+def asset_check_failure_alert_sensor(context: dg.RunStatusSensorContext) -> None:
+    """Alert on the failed checks of a run that succeeded (a failed ERROR check does not fail its run)."""
+    _alert_failed_checks(context)
 
 
 alert_sensors = [run_failure_alert_sensor, asset_check_failure_alert_sensor]

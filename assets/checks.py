@@ -1,8 +1,7 @@
 """Asset checks on the ingest tables, read through `Warehouse.connect(read_only=True)`.
 
-- keys: every table's primary key is never null and unique (blocking: models downstream of a table
-  with broken keys do not run in the same run);
-- relationships: the `<relationship>_id` columns resolve to a loaded row;
+- keys and references are dbt tests on the sources, generated from the registry (`pipelines.source.tables`)
+  and mapped to checks on these assets by dagster-dbt (`assets.models`), not SQL of ours;
 - geometries: `st_isvalid` on `map_features_geo` (null geometries counted apart, not failures);
 - sync issues: a warning when an item skipped by the syncs (`sync_issues`) has failed for over a day;
 - schema drift: a warning, per table the API feeds, when the warehouse holds a column the API's spec does
@@ -23,7 +22,6 @@ its result is recorded for that partition.
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
 
@@ -33,57 +31,9 @@ import duckdb
 from assets.accounts import account_of, account_partitions
 from assets.ingest import DEFAULT_FRESHNESS_HOURS, asset_key
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
-from pipelines.extract.columns import api_columns, loaded_columns, schema_drift
 from pipelines.settings import FRESHNESS_HOURS_ENV
+from pipelines.source.tables import TABLES, loaded_columns, schema_drift
 from pipelines.warehouse import table_exists
-
-
-@dataclass(frozen=True)
-class KeySpec:
-    """A table's primary key; `where` limits the rows it must be unique over (SCD2: current rows)."""
-
-    table: str
-    columns: tuple[str, ...]
-    where: str = "true"
-
-
-@dataclass(frozen=True)
-class Relationship:
-    """`child.column` must name an existing `parent.parent_column` (nulls are allowed)."""
-
-    child: str
-    column: str
-    parent: str
-    parent_column: str = "id"
-
-
-PRIMARY_KEYS = (
-    KeySpec("shipments", ("id",)),
-    KeySpec("shipment_eta_history", ("shipment_id",), where="_dlt_valid_to is null"),
-    KeySpec("containers", ("id",)),
-    KeySpec("transport_events", ("id",)),
-    KeySpec("map_features", ("container_id", "feature_index")),
-    KeySpec("terminals", ("id",)),
-    KeySpec("ports", ("id",)),
-    KeySpec("vessels", ("id",)),
-    KeySpec("tracking_requests", ("id",)),
-    KeySpec("parties", ("id",)),
-    KeySpec("shipping_lines", ("id",)),
-    KeySpec("departed_shipments", ("shipment_id",)),
-    KeySpec("custom_field_definitions", ("id",)),
-    KeySpec("custom_fields", ("id",)),
-)
-
-RELATIONSHIPS = (
-    Relationship("containers", "shipment_id", "shipments"),
-    Relationship("shipments", "pod_terminal_id", "terminals"),
-    Relationship("shipments", "port_of_lading_id", "ports"),
-    Relationship("shipments", "port_of_discharge_id", "ports"),
-    Relationship("transport_events", "container_id", "containers"),
-    Relationship("map_features", "container_id", "containers"),
-    Relationship("departed_shipments", "shipment_id", "shipments"),
-    Relationship("custom_fields", "definition_id", "custom_field_definitions"),
-)
 
 
 def _missing(table: str) -> dg.AssetCheckResult:
@@ -91,51 +41,6 @@ def _missing(table: str) -> dg.AssetCheckResult:
         passed=False,
         severity=dg.AssetCheckSeverity.WARN,
         description=f"{table} is not in the warehouse yet (never loaded, or no rows ever).",
-    )
-
-
-def key_counts(con: duckdb.DuckDBPyConnection, schema: str, spec: KeySpec) -> dict[str, int]:
-    """Rows, rows with a null key column, and key values held by more than one row."""
-    cols = ", ".join(f'"{c}"' for c in spec.columns)
-    any_null = " or ".join(f'"{c}" is null' for c in spec.columns)
-    table = f'{schema}."{spec.table}"'
-    rows, nulls = con.execute(
-        f"select count(*), count(*) filter (where {any_null}) from {table} where {spec.where}"
-    ).fetchone()
-    duplicates = con.execute(
-        f"select count(*) from (select {cols} from {table} where {spec.where} and not ({any_null}) "
-        f"group by all having count(*) > 1)"
-    ).fetchone()[0]
-    return {"rows": int(rows), "null_keys": int(nulls), "duplicate_keys": int(duplicates)}
-
-
-def orphan_count(con: duckdb.DuckDBPyConnection, schema: str, rel: Relationship) -> tuple[int, list[str]]:
-    """Child rows whose relationship id names no parent row, and a few of those ids."""
-    query = (
-        f'select c."{rel.column}" from {schema}."{rel.child}" c where c."{rel.column}" is not null '
-        f'and not exists (select 1 from {schema}."{rel.parent}" p where p."{rel.parent_column}" = c."{rel.column}")'
-    )
-    count = con.execute(f"select count(*) from ({query})").fetchone()[0]
-    sample = [row[0] for row in con.execute(f"select distinct * from ({query}) order by 1 limit 5").fetchall()]
-    return int(count), sample
-
-
-def check_keys(con: duckdb.DuckDBPyConnection, schema: str, spec: KeySpec) -> dg.AssetCheckResult:
-    """Primary key never null and unique."""
-    if not table_exists(con, schema, spec.table):
-        return _missing(spec.table)
-    counts = key_counts(con, schema, spec)
-    return dg.AssetCheckResult(passed=counts["null_keys"] == 0 and counts["duplicate_keys"] == 0, metadata=counts)
-
-
-def check_relationship(con: duckdb.DuckDBPyConnection, schema: str, rel: Relationship) -> dg.AssetCheckResult:
-    """Every non-null relationship id resolves to a parent row."""
-    for table in (rel.child, rel.parent):
-        if not table_exists(con, schema, table):
-            return _missing(table)
-    orphans, sample = orphan_count(con, schema, rel)
-    return dg.AssetCheckResult(
-        passed=orphans == 0, metadata={"orphan_rows": orphans, "sample_orphan_ids": dg.MetadataValue.json(sample)}
     )
 
 
@@ -248,29 +153,6 @@ Evaluator = Callable[[duckdb.DuckDBPyConnection, str], dg.AssetCheckResult]
 def _catalog() -> dict[dg.AssetCheckKey, tuple[dg.AssetCheckSpec, Evaluator]]:
     """Every ingest check: its spec and how to evaluate it on a connection."""
     entries: list[tuple[dg.AssetCheckSpec, Evaluator]] = []
-    for spec in PRIMARY_KEYS:
-        where = "" if spec.where == "true" else f" where {spec.where}"
-        entries.append((
-            dg.AssetCheckSpec(
-                "primary_key_unique_not_null",
-                asset=asset_key(spec.table),
-                description=f"({', '.join(spec.columns)}) is never null and unique{where}",
-                blocking=True,
-                partitions_def=account_partitions,
-            ),
-            partial(check_keys, spec=spec),
-        ))
-    for rel in RELATIONSHIPS:
-        entries.append((
-            dg.AssetCheckSpec(
-                f"{rel.column}_resolves",
-                asset=asset_key(rel.child),
-                additional_deps=[asset_key(rel.parent)],
-                description=f"every non-null {rel.child}.{rel.column} names a row of {rel.parent}.{rel.parent_column}",
-                partitions_def=account_partitions,
-            ),
-            partial(check_relationship, rel=rel),
-        ))
     table_checks: tuple[tuple[str, str, str, Evaluator], ...] = (
         ("geometries_valid", "map_features",
          "st_isvalid on every non-null geometry of map_features_geo; nulls counted apart", check_geometries),
@@ -282,7 +164,7 @@ def _catalog() -> dict[dg.AssetCheckKey, tuple[dg.AssetCheckSpec, Evaluator]]:
     for name, table, description, evaluate in table_checks:
         entries.append((dg.AssetCheckSpec(name, asset=asset_key(table), description=description,
                                           partitions_def=account_partitions), evaluate))
-    for table in (name for name in api_columns() if "__" not in name):
+    for table in (name for name, entry in TABLES.items() if entry.declared):
         entries.append((
             dg.AssetCheckSpec(
                 "columns_as_declared",
@@ -310,7 +192,7 @@ CATALOG = _catalog()
 def ocean_tracking_ingest_checks(
     context: dg.AssetCheckExecutionContext, warehouse: Warehouse
 ) -> Iterator[dg.AssetCheckResult]:
-    """Evaluate the selected ingest checks (keys, relationships, geometries, freshness, schema drift) on the
+    """Evaluate the selected ingest checks (geometries, freshness, sync issues, schema drift) on the
     dataset of the partition's account."""
     warehouse = warehouse.for_account(account_of(context))
     with warehouse.connect(read_only=True) as con:

@@ -29,60 +29,22 @@ import dagster as dg
 from assets.accounts import SINGLE_ACCOUNT, account_of, account_partitions
 from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
 from pipelines.settings import DATASET_NAME, DEFAULT_FRESHNESS_HOURS, Account, pipelines_dir
+from pipelines.source.tables import TABLES
 from pipelines.warehouse import count_rows, loader_session, newest_loads
 
 if TYPE_CHECKING:
     import dlt
 
     from pipelines.api.client import OceanTrackingClient
-    from pipelines.extract.map_schedule import MapPlan
+    from pipelines.source.map_schedule import MapPlan
     from pipelines.sync import Loaded
     from pipelines.warehouse.destinations import Target
 
 KEY_PREFIX = "ocean_tracking"
 INGEST_GROUP = "ingest"
 
-# Upstream tables of each table: a row here names rows there (`<relationship>_id` columns, or
-# `shipping_line_scac`), so the lineage graph reads like the foreign keys. All are loaded by one dlt run from one page stream.
-TABLE_DEPS: dict[str, tuple[str, ...]] = {
-    "shipments": ("terminals", "ports", "shipping_lines"),
-    "shipment_eta_history": ("shipments",),
-    "containers": ("shipments", "terminals"),
-    "transport_events": ("containers", "vessels", "ports", "terminals"),
-    "map_features": ("containers",),
-    "terminals": ("ports",),
-    "ports": (),
-    "vessels": (),
-    "tracking_requests": ("shipments", "parties"),
-    "parties": (),
-    "shipping_lines": (),
-    "departed_shipments": ("shipments",),
-    "custom_field_definitions": (),
-    "custom_fields": ("custom_field_definitions", "shipments", "containers", "tracking_requests"),
-    "sync_issues": (),
-}
-# Tables the source writes that are no resource of it (written alongside the resources that fetch items).
-SIDE_TABLES = frozenset({"sync_issues"})
-
-DESCRIPTIONS = {
-    "shipments": "Shipments (bills of lading / bookings), merged on id; one page per 100 shipments.",
-    "shipment_eta_history": "Every version of a shipment's ETD/ETA dates across syncs (SCD2).",
-    "containers": "Containers of the shipments (holds and fees as child tables), from the shipment pages.",
-    "transport_events": "Milestones of each container; invalidated events kept with `invalidated_at`.",
-    "map_features": "Route-map GeoJSON features per container (WKB geometry); fetched only when due.",
-    "terminals": "Terminals named by shipments, containers and events (fetched by id once, ever).",
-    "ports": "Ports named by shipments, terminals and events (fetched by id once, ever).",
-    "vessels": "Vessels named by transport events (fetched by id once, ever).",
-    "tracking_requests": "Tracking requests, incremental on `updated_at` (5-minute lag window).",
-    "parties": "Customers (parties) of the account.",
-    "shipping_lines": "Shipping lines (carriers) and their SCACs.",
-    "departed_shipments": "Shipments that left the account (no longer listed by the service), with when a "
-    "sync noticed; a shipment listed again drops out.",
-    "custom_field_definitions": "The account's custom field definitions (slug, label, data type, entity type).",
-    "custom_fields": "Custom field values on shipments, containers and tracking requests; deleted values go.",
-    "sync_issues": "Items (a map, a container's events, a terminal, port or vessel) that failed after their "
-    "retries and were skipped: one row each while it fails, deleted when a sync fetches it again.",
-}
+# The raw tables, their lineage (a table depends on the tables its references name) and descriptions come
+# from the registry, `pipelines.source.tables.TABLES`; all are loaded by one dlt run from one page stream.
 
 
 def asset_key(table: str) -> dg.AssetKey:
@@ -91,7 +53,7 @@ def asset_key(table: str) -> dg.AssetKey:
 
 
 # Upstream tables first: a multi-asset must yield its outputs in dependency order.
-LOAD_ORDER = tuple(TopologicalSorter(TABLE_DEPS).static_order())
+LOAD_ORDER = tuple(TopologicalSorter({name: table.parents for name, table in TABLES.items()}).static_order())
 INGEST_KEYS = [asset_key(table) for table in LOAD_ORDER]
 
 
@@ -99,9 +61,9 @@ def ingest_spec(table: str) -> dg.AssetSpec:
     """The spec of one ingest table: key, deps that follow the foreign keys, group, freshness policy."""
     return dg.AssetSpec(
         key=asset_key(table),
-        deps=[asset_key(parent) for parent in TABLE_DEPS[table]],
+        deps=[asset_key(parent) for parent in TABLES[table].parents],
         group_name=INGEST_GROUP,
-        description=DESCRIPTIONS[table],
+        description=TABLES[table].description,
         kinds={"dlt", "duckdb"},
         # with accounts, each partition's table is in its own dataset: named by each materialization instead
         metadata={"dagster/table_name": f"{DATASET_NAME}.{table}"} if account_partitions is None else {},
@@ -182,8 +144,8 @@ def ocean_tracking_assets(
     rows, columns and freshness, and the run's API spend once, as run tags."""
     # dlt and the source are imported when a run needs them, not when the definitions load
     from pipelines.compat import lake_connections_kept
-    from pipelines.extract.item_issues import TooManyItemFailuresError, raise_if_excessive
-    from pipelines.extract.source import ocean_tracking
+    from pipelines.source.bookkeeping import TooManyItemFailuresError, raise_if_excessive
+    from pipelines.source.resources import ocean_tracking
     from pipelines.sync import load_account
     from pipelines.warehouse.destinations import make_pipeline
 
@@ -200,7 +162,7 @@ def ocean_tracking_assets(
                     source = ocean_tracking(
                         client=client, include_maps=config.include_maps, map_refresh_seconds=config.map_refresh_seconds
                     )
-                    resources = [table for table in tables if table not in SIDE_TABLES]
+                    resources = [table for table in tables if TABLES[table].resource]
                     if resources and len(tables) < len(INGEST_KEYS):
                         source = source.with_resources(*resources)
                     loaded = load_account(pipeline, source, target, client=client)

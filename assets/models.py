@@ -10,7 +10,12 @@ runs `dbt parse`), never while the definitions import:
 - a source `ocean_tracking.<table>` -> the ingest asset `ocean_tracking/<table>`; a dlt child table
   (`containers__holds_at_pod_terminal`) is loaded by its root resource, so it maps to `ocean_tracking/containers`;
 - a model `<model>` -> `analytics/<model>`; its description is the model's in the schema yml;
-- every dbt test on a model -> an asset check on it (the grain, accepted values, relationships, row counts).
+- every dbt test on a model -> an asset check on it (the grain, accepted values, relationships, row counts);
+- every dbt test on a source -> an asset check on its ingest asset (`enable_source_tests_as_checks`): the raw
+  tables' keys and references, which `scripts/dbt_sources.py` writes from the registry
+  (`pipelines.source.tables`). They run in this step's `dbt build`, before the models reading the table: a
+  broken key (severity error) fails the step and dbt skips the models downstream of that table; a
+  reference that does not resolve warns.
 
 The build runs in the `ocean_tracking` pool (one writer) under the warehouse's writer lock, with `app_url`
 from the `ocean_tracking_api` resource (deep links need it). Each materialization reports its row count,
@@ -112,7 +117,8 @@ def load_manifest() -> dict[str, Any]:
 
 MANIFEST = load_manifest()
 TRANSLATOR = OceanTrackingTranslator(
-    settings=DagsterDbtTranslatorSettings(enable_asset_checks=True, enable_duplicate_source_asset_keys=True)
+    settings=DagsterDbtTranslatorSettings(enable_asset_checks=True, enable_duplicate_source_asset_keys=True,
+                                         enable_source_tests_as_checks=True)
 )
 
 

@@ -1,5 +1,5 @@
 """Jobs and schedules: a daily full sync, and a refresh of tracking requests + maps at a cadence
-computed from the rate budget (`pipelines.extract.budget`) at each tick, so loading the definitions
+computed from the rate budget (`pipelines.source.map_schedule`) at each tick, so loading the definitions
 reads nothing. The refresh stands down while webhooks are live (`assets.webhooks`).
 
 With several accounts (`assets.accounts`) both schedules request one run per account at a tick (its partition,
@@ -16,8 +16,8 @@ from assets.accounts import account_partitions, per_account
 from assets.ingest import asset_key
 from assets.resources import Warehouse
 from assets.webhooks import receiver_alive
-from pipelines.extract.budget import REFRESH_MINUTE, AccountSize, RefreshPlan, account_size, plan_refresh
 from pipelines.settings import Account
+from pipelines.source.map_schedule import REFRESH_MINUTE, AccountSize, RefreshPlan, account_size, plan_refresh
 
 FULL_SYNC_CRON = "0 2 * * *"
 HOURLY_CRON = f"{REFRESH_MINUTE} * * * *"  # off the hour, away from the daily full sync at 02:00

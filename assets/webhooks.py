@@ -5,7 +5,7 @@
   `notifications` mode that loads only what they name (`pipelines.refresh`). It reports the notifications
   that could not be applied.
 - `route_map_freshness_sensor` runs `refresh_route_maps` every 15 minutes while the receiver is alive: an
-  ingest run in `maps` mode with the budget the last hour's runs left (`pipelines.extract.budget.map_budget`).
+  ingest run in `maps` mode with the budget the last hour's runs left (`pipelines.source.map_schedule.map_budget`).
   While it is alive the hourly polling refresh stands down (`assets.schedules`); the daily full sync stays
   the safety net.
 - `webhook_feed_is_live` (an asset check on the shipments) warns when the receiver's heartbeat stopped or
@@ -22,11 +22,11 @@ import dagster as dg
 
 from assets.accounts import SINGLE_ACCOUNT, account_of, account_partitions, account_runs_filter, per_account
 from assets.ingest import KEY_PREFIX, asset_key
-from pipelines.extract.budget import map_budget
 from pipelines.settings import Account
+from pipelines.source.map_schedule import map_budget
+from pipelines.source.tables import TABLES
 
-NOTIFICATION_TABLES = ("shipments", "shipment_eta_history", "containers", "transport_events", "terminals", "ports",
-                       "vessels", "tracking_requests")
+NOTIFICATION_TABLES = tuple(name for name, table in TABLES.items() if table.notified)
 INGEST_OP = "ocean_tracking_ingest"
 MAP_INTERVAL_MINUTES = 15
 DEFAULT_MANUAL_MAP_BUDGET = 300  # a refresh launched by hand; the sensor sets the budget the hour left

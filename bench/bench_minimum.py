@@ -22,8 +22,8 @@ from typing import Any
 import requests
 from bench_sync import make_client
 
-from pipelines.extract.source import SHIPMENT_INCLUDES
 from pipelines.settings import PAGE_SIZE
+from pipelines.source.resources import SHIPMENT_INCLUDES
 
 REFERENCE_TYPES = ("terminal", "port", "vessel")
 #: A port's list of all its terminals is a directory, not a reference a loaded row needs resolved.

@@ -32,9 +32,9 @@ from bench_table import render
 
 from pipelines.api import rows_by_type
 from pipelines.api.ratelimit import LimiterUrl, SlidingWindowLimiter
-from pipelines.extract.fetch_log import FetchLog
-from pipelines.extract.pages import changed_bundles, owners_of
-from pipelines.extract.source import SHIPMENT_INCLUDES
+from pipelines.source.bookkeeping import FetchLog
+from pipelines.source.pages import changed_bundles, owners_of
+from pipelines.source.resources import SHIPMENT_INCLUDES
 from pipelines.sync import gc_tuned
 
 

@@ -30,8 +30,8 @@ from bench_sync import API_KEY, warehouse_target
 from bench_table import render
 from dlt.sources.rest_api import rest_api_source
 
-from pipelines.extract.source import SHIPMENT_INCLUDES
 from pipelines.settings import PAGE_SIZE
+from pipelines.source.resources import SHIPMENT_INCLUDES
 
 PIPELINE_NAME = DATASET_NAME = "rest_api_baseline"
 START = "2026-11-01T00:00:00+00:00"

@@ -28,6 +28,16 @@ own in the system's temp directory instead: ours through `connections.in_memory_
 plugin, dlt's lake connections here as they are opened (dlt applies one `global_config` to all of them, and no
 public hook sees a connection as it opens). DuckDB creates the folder when it first spills and removes it when
 the database closes. Pinned by `tests/lake/test_compat.py` (processes and threads spilling at once).
+
+**A killed normalize's commit finished** (`extracted_packages`): dlt commits a normalized package by renaming
+it into the load folder, then deleting its extracted copy; a kill between the two leaves both (dlt issue
+#4446), and only the pipeline's private `_get_normalize_storage()` reaches the extracted packages to delete one
+(`pipelines.sync.finish_normalize_commit`). Pinned by `tests/lake/test_compat.py`.
+
+**A retried upload's body rewound** (`rewind_body_if_read`): requests records where a file body started in the
+private `PreparedRequest._body_position` and rewinds it with `requests.utils.rewind_body` only inside its own
+redirect handling; a retry of ours (tenacity, `pipelines.api.client`) must rewind it too. Pinned by
+`tests/lake/test_compat.py`.
 """
 
 from __future__ import annotations
@@ -37,8 +47,12 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
+import dlt
 import duckdb
+import requests
+from dlt.common.storages.load_package import PackageStorage
 from dlt.destinations.impl.ducklake.sql_client import DuckLakeSqlClient
+from requests.utils import rewind_body
 
 from pipelines.settings import own_spill_directory
 
@@ -149,3 +163,16 @@ def install() -> None:
     second call changes nothing). `ducklake_target` calls it, so every lake destination we build has them."""
     DuckLakeSqlClient.open_connection = _open_connection
     DuckLakeSqlClient.close_connection = _close_connection
+
+
+def extracted_packages(pipeline: dlt.Pipeline) -> PackageStorage:
+    """The pipeline's extracted (not yet normalized) load packages, whose `delete_package` finishes the commit
+    of a normalize killed between its rename and its delete (no public call deletes one)."""
+    return pipeline._get_normalize_storage().extracted_packages
+
+
+def rewind_body_if_read(request: requests.PreparedRequest) -> None:
+    """Rewind a file body to where it started before the request is sent again (requests does so only on its
+    own redirects); a body that is bytes, or none, needs nothing."""
+    if getattr(request, "_body_position", None) is not None:
+        rewind_body(request)

@@ -9,7 +9,7 @@ payloads cost no request; an incomplete one costs one GET per shipment per refre
 applies the same notifications again, which loads the same rows again.
 
 `refresh_maps` spends a request budget on the route maps the map-freshness scheduler ranks first
-(`pipelines.extract.map_schedule`), from the same `fetch_log` the full sync keeps.
+(`pipelines.source.map_schedule`), from the same `fetch_log` the full sync keeps.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ import dlt
 from pipelines.api import rows_by_type
 from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import NotFoundError
-from pipelines.extract.loaded import loaded_rows
-from pipelines.extract.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS, MapPlan, candidates_sql, plan_maps
-from pipelines.extract.source import SHIPMENT_INCLUDES, ocean_tracking
+from pipelines.source.bookkeeping import loaded_rows
+from pipelines.source.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS, MapPlan, candidates_sql, plan_maps
+from pipelines.source.resources import SHIPMENT_INCLUDES, ocean_tracking
+from pipelines.source.tables import TABLES
 from pipelines.sync import Loaded, load_account
 from pipelines.warehouse.destinations import Target, make_pipeline
 from pipelines.webhooks import (
@@ -42,9 +43,10 @@ from pipelines.webhooks.journal import NotificationJournal
 
 logger = logging.getLogger(__name__)
 
-# The tables a targeted refresh writes (the source's resources that read the shipment documents).
-TARGETED_RESOURCES = ("shipments", "shipment_eta_history", "containers", "transport_events", "terminals", "ports",
-                      "vessels")
+# The resources a targeted refresh runs: those of the tables notifications name (the registry's `notified`), the
+# tracking requests through `notified_tracking_requests`, beside the incremental resource whose cursor they keep.
+TARGETED_RESOURCES = (*(name for name, table in TABLES.items() if table.notified and name != "tracking_requests"),
+                      "notified_tracking_requests")  # fmt: skip
 DEFAULT_BATCH_LIMIT = 5_000
 # Container ids per query when asking which events are loaded already.
 IDS_PER_QUERY = 500
@@ -116,7 +118,7 @@ def _refresh_from_notifications(client: OceanTrackingClient, target: Target, jou
         client=client, include_maps=False, shipment_documents=documents,
         loaded_event_ids=loaded_event_ids(pipeline, _container_ids(documents)),
         tracking_request_rows=tracking_rows,
-    ).with_resources(*TARGETED_RESOURCES, "notified_tracking_requests")
+    ).with_resources(*TARGETED_RESOURCES)
     loaded = load_account(pipeline, source, target, client=client)
 
     failed = _failed_notices(notices, batch.unresolved, gone)

@@ -7,7 +7,7 @@ normalizes and loads afresh, then refreshes the derived views. It holds the data
 records the key's fingerprint (and where it was loaded from) in the dataset's dlt state, another key is
 refused before it extracts, and a key the service rejects is never recorded (`claim_dataset`). Per-item requests that failed after their
 retries were skipped and recorded (`sync_issues`); the load reports them, and fails the sync after loading
-when too many failed (`pipelines.extract.item_issues`). `sync_account` adds what the CLI does after a load
+when too many failed (`pipelines.source.bookkeeping`). `sync_account` adds what the CLI does after a load
 and Dagster does as downstream assets: the analytics models.
 """
 
@@ -28,12 +28,13 @@ from dlt.common.pipeline import LoadInfo
 from dlt.pipeline.exceptions import PipelineStepFailed
 from dlt.sources import DltSource
 
+from pipelines import compat
 from pipelines.api.client import OceanTrackingClient
 from pipelines.compat import lake_connections_kept
 from pipelines.errors import AuthenticationError, ConfigurationError
-from pipelines.extract.item_issues import ItemIssuesReport, issues_of_load
-from pipelines.extract.source import history_without_scd2, ocean_tracking
 from pipelines.settings import SOURCE_NAME
+from pipelines.source.bookkeeping import ItemIssuesReport, issues_of_load
+from pipelines.source.resources import history_without_scd2, ocean_tracking
 from pipelines.warehouse import (
     SYNC_LOCK_WAIT_SECONDS,
     count_rows,
@@ -147,7 +148,7 @@ def finish_normalize_commit(pipeline: dlt.Pipeline) -> None:
     dlt's own commit. Dropping the package instead would lose the state it carries."""
     committed = set(pipeline.list_extracted_load_packages()) & set(pipeline.list_normalized_load_packages())
     if committed:
-        extracted = pipeline._get_normalize_storage().extracted_packages  # no public call deletes one
+        extracted = compat.extracted_packages(pipeline)
         for load_id in sorted(committed):
             logger.warning("Finishing the commit of normalized package %s that an interrupted sync left.", load_id)
             extracted.delete_package(load_id)

@@ -1,4 +1,4 @@
-"""Generate `pipelines/extract/api_columns.json`: every column the vendor's OpenAPI spec documents, per table,
+"""Generate `pipelines/source/api_columns.json`: every column the vendor's OpenAPI spec documents, per table,
 named as `pipelines.api` flattens a resource and typed the dlt way, plus what the live service was
 seen to send where it departs from the spec (`LIVE_COLUMNS`: live data wins).
 
@@ -104,7 +104,7 @@ LIVE_TYPES: dict[str, dict[str, str]] = {
     # a plain string in the spec, but an ISO 8601 instant by its description, example and live captures
     "vessels": {"position_timestamp": "timestamp"},
     # any JSON value by the spec (`custom_field_value`: string, number, bool, array or object), loaded as its
-    # JSON text (`pipelines.extract.custom_fields`): dlt's json type takes objects and lists only, so a
+    # JSON text (`pipelines.source.resources`): dlt's json type takes objects and lists only, so a
     # string or a boolean would land in variant columns, and a list would become a nested table
     "custom_fields": {"value": "text"},
 }

@@ -35,11 +35,11 @@ from dlt.sources.helpers.requests.retry import wait_exponential_retry_after
 from dlt.sources.helpers.requests.session import Session
 from requests.auth import AuthBase
 from requests.exceptions import ChunkedEncodingError, ContentDecodingError, Timeout
-from requests.utils import rewind_body
 
 from pipelines.api.config import ApiKey, Settings, load_settings
 from pipelines.api.ratelimit import SlidingWindowLimiter, bucket_for
 from pipelines.api.retry import RetryingClient, excuse, lasting_failure, never_sent, parsed_body
+from pipelines.compat import rewind_body_if_read
 from pipelines.errors import (
     ApiError,
     MalformedResponseError,
@@ -282,8 +282,7 @@ class OceanTrackingClient:
         if attempt > 1:
             with self._stats.lock:
                 self._stats.retries += 1
-            if getattr(request, "_body_position", None) is not None:
-                rewind_body(request)
+            rewind_body_if_read(request)
         waited, slot = self.limiter.acquire_slot(bucket) if bucket else (0.0, None)
         excuse(request, waited)
         with self._stats.lock:

@@ -185,7 +185,7 @@ _OPTIONAL = {
 }
 _LIMITER = ("limiter_url", "limiter_path")
 
-# Arguments of the dlt source `ocean_tracking` (pipelines/extract/source.py): dlt injects them from this
+# Arguments of the dlt source `ocean_tracking` (pipelines/source/resources.py): dlt injects them from this
 # section too (`SOURCES__OCEAN_TRACKING__INCLUDE_MAPS`). tests/pipelines/test_settings.py keeps the list whole.
 SOURCE_ARGUMENTS = ("client", "include_maps", "map_refresh_seconds", "tracking_requests_lag_seconds",
                     "shipment_documents", "loaded_event_ids", "scheduled_maps", "tracking_request_rows")  # fmt: skip

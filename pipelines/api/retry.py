@@ -68,10 +68,10 @@ def parsed_body(response: requests.Response) -> Any:
     orjson parses a page of 100 shipments with their includes about twice as fast as `json`
     (`bench/hot_path.py`); what it refuses (integers past 64 bits, NaN) goes to `json`, the judge of
     what is JSON."""
-    cached = getattr(response, "_t49_json", _MISSING)
+    cached = getattr(response, "t49_json", _MISSING)
     if cached is _MISSING:
         cached = _loads(response.content) if response.content else None
-        response._t49_json = cached  # type: ignore[attr-defined]
+        response.t49_json = cached  # type: ignore[attr-defined]
     return cached
 
 

@@ -35,8 +35,6 @@ from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import Settings, load_settings
 from pipelines.cli.commands import register_lake, register_webhooks, register_writeback
 from pipelines.errors import ConfigurationError, PipelineError
-from pipelines.extract.item_issues import raise_if_excessive
-from pipelines.extract.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
 from pipelines.geo import export_map_features_geoparquet
 from pipelines.refresh import refresh_from_notifications, refresh_maps
 from pipelines.settings import (
@@ -50,6 +48,8 @@ from pipelines.settings import (
     geoparquet_path,
     lake_url,
 )
+from pipelines.source.bookkeeping import raise_if_excessive
+from pipelines.source.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
 from pipelines.sync import SyncResult, sync_account
 from pipelines.warehouse.destinations import GEO_VIEW, Target, resolve_target
 from pipelines.webhooks.journal import NotificationJournal

@@ -189,7 +189,9 @@ def failure_line(result: Any) -> str | None:
         message = " ".join(str(node_result.message or status).split())
         if node.resource_type == "model":
             return f"dbt model {node.name} failed: {message}"
-        attached = (getattr(node, "attached_node", None) or "").rsplit(".", 1)[-1]
+        # a model's test names its model; a raw table's (a source test) has no attached node but one parent
+        parents = getattr(getattr(node, "depends_on", None), "nodes", None) or []
+        attached = (getattr(node, "attached_node", None) or (parents[0] if len(parents) == 1 else "")).rsplit(".", 1)[-1]
         on = f" (on {attached})" if attached else ""
         return f"dbt {node.resource_type} {node.name}{on} failed: {message}"
     return None

@@ -44,8 +44,8 @@ from typing import Any
 from pipelines.api import flatten_resource
 from pipelines.api.config import ApiKey, lookup_setting
 from pipelines.errors import ConfigurationError
-from pipelines.extract.columns import api_columns
 from pipelines.settings import WEBHOOK_SECRET_KEY, Account
+from pipelines.source.tables import api_columns
 
 
 class WebhookSecret(ApiKey):

@@ -1,6 +1,7 @@
 """The failure alerts against real receivers on loopback (an HTTP server and a small SMTP server, each in a
 thread) and real Dagster: tiny jobs and asset checks executed in process on a throwaway instance (the
-run-sharded SQLite storage of dagster.yaml), the sensors evaluated tick by tick on its event log."""
+run-sharded SQLite storage of dagster.yaml), the sensors (Dagster's run status sensors) evaluated tick by
+tick on its event log."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import base64
 import json
 import logging
 import os
+import socket
 import socketserver
 import subprocess
 import sys
@@ -22,13 +24,7 @@ import dagster as dg
 import pytest
 
 from assets import alerts
-from assets.alerts import (
-    Alert,
-    Notifier,
-    asset_check_failure_alert_sensor,
-    redact,
-    run_failure_alert_sensor,
-)
+from assets.alerts import Alert, asset_check_failure_alert_sensor, notify, redact, run_failure_alert_sensor
 from pipelines import settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -237,7 +233,7 @@ def keys_unique():
 
 @dg.asset_check(asset=shipments)
 def query_runs():
-    raise RuntimeError("the check's query failed")
+    raise RuntimeError(f"the check's query failed ({TOKEN})")
 
 
 def first_tick(sensor, instance) -> str:
@@ -247,8 +243,11 @@ def first_tick(sensor, instance) -> str:
     return result.cursor
 
 
-def tick(sensor, instance, cursor: str) -> dg.SensorResult:
-    return sensor.evaluate_tick(dg.build_sensor_context(instance=instance, cursor=cursor))
+def tick(sensor, instance, cursor: str):
+    """One tick from `cursor`; asserts the sensor failed on no run (a failure to alert is no error)."""
+    result = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, cursor=cursor))
+    assert all(reaction.error is None for reaction in result.dagster_run_reactions)
+    return result
 
 
 # ---- the run-failure sensor ---------------------------------------------------------------------------
@@ -313,20 +312,27 @@ def test_without_a_ui_url_the_message_has_no_link(dagster_instance, webhook, ale
 
 @pytest.mark.slow
 def test_failed_checks_are_posted_once_a_run(dagster_instance, webhook, alert_env):
-    cursor = first_tick(asset_check_failure_alert_sensor, dagster_instance)
+    """Succeeded runs' checks by the check sensor; a failed run's by the run-failure sensor, after the
+    run's own message (a run status sensor watches one status)."""
+    check_cursor = first_tick(asset_check_failure_alert_sensor, dagster_instance)
+    run_cursor = first_tick(run_failure_alert_sensor, dagster_instance)
     passed = dg.materialize([shipments, has_rows, few_issues, keys_unique], instance=dagster_instance)
     assert passed.success  # a failed check does not fail its run
     crashed = dg.materialize([shipments, query_runs], instance=dagster_instance, raise_on_error=False)
     assert not crashed.success
-    dg.materialize([shipments, keys_unique, few_issues], instance=dagster_instance)  # nothing to report
+    # nothing to report
+    fine = dg.materialize([shipments, keys_unique, few_issues], instance=dagster_instance)
 
-    result = tick(asset_check_failure_alert_sensor, dagster_instance, cursor)
+    result = tick(asset_check_failure_alert_sensor, dagster_instance, check_cursor)
 
-    assert result.skip_message == "3 finished run(s) read, 2 with failed checks alerted"
-    by_run = {post["json"]["run_id"]: post["json"] for post in webhook.posts}
-    assert set(by_run) == {passed.run_id, crashed.run_id}
-    failed = by_run[passed.run_id]
+    assert {reaction.dagster_run.run_id for reaction in result.dagster_run_reactions} == {
+        passed.run_id,
+        fine.run_id,
+    }  # both succeeded runs read, the failed one left to the run-failure sensor
+    [post] = webhook.posts
+    failed = post["json"]
     assert failed["event"] == "asset_check_failure"
+    assert failed["run_id"] == passed.run_id
     assert failed["run_status"] == "SUCCESS"
     assert failed["checks"] == [
         {
@@ -341,7 +347,13 @@ def test_failed_checks_are_posted_once_a_run(dagster_instance, webhook, alert_en
     assert failed["url"] == f"http://dagster.local:3000/runs/{passed.run_id}"
     assert failed["text"].startswith("1 asset check(s) failed in job __ephemeral_asset_job__")
 
-    execution = by_run[crashed.run_id]
+    tick(run_failure_alert_sensor, dagster_instance, run_cursor)
+
+    run_message, execution = (post["json"] for post in webhook.posts[1:])
+    assert (run_message["event"], run_message["run_id"]) == ("run_failure", crashed.run_id)
+    assert run_message["step"] == "shipments_query_runs"
+    assert execution["event"] == "asset_check_failure"
+    assert execution["run_id"] == crashed.run_id
     assert execution["run_status"] == "FAILURE"
     assert execution["checks"] == [
         {
@@ -349,20 +361,14 @@ def test_failed_checks_are_posted_once_a_run(dagster_instance, webhook, alert_en
             "asset": "shipments",
             "status": "execution_failed",
             "step": "shipments_query_runs",
-            "error": "RuntimeError: the check's query failed",
+            "error": "RuntimeError: the check's query failed (***)",
         }
     ]
 
+    assert_no_secret(json.dumps(run_message), json.dumps(execution))
+
     again = tick(asset_check_failure_alert_sensor, dagster_instance, result.cursor)
-    assert again.skip_message == "0 finished run(s) read, 0 with failed checks alerted"
-    assert len(webhook.posts) == 2
-
-
-def test_an_unreadable_cursor_starts_over_from_now(dagster_instance, webhook, alert_env):
-    dg.materialize([shipments, has_rows], instance=dagster_instance)
-    result = tick(asset_check_failure_alert_sensor, dagster_instance, "not json")
-    assert "from now on" in result.skip_message and not webhook.posts
-    assert set(json.loads(result.cursor)) == {"success", "failure"}
+    assert not again.dagster_run_reactions and len(webhook.posts) == 3
 
 
 # ---- failing channels ----------------------------------------------------------------------------------
@@ -375,17 +381,17 @@ def sample_alert() -> Alert:
 def test_a_5xx_is_retried_and_a_dead_webhook_logs_one_line_and_rests(webhook, alert_env, caplog):
     caplog.set_level(logging.DEBUG)
     webhook.statuses = [503]
-    assert Notifier(backoff_seconds=0.01).send(sample_alert()) == {"webhook": True}
+    assert notify(sample_alert(), backoff_seconds=0.01) == {"webhook": True}
     assert len(webhook.posts) == 2
 
     webhook.statuses = [500, 502, 503]
-    assert Notifier(backoff_seconds=0.01).send(sample_alert()) == {"webhook": False}
+    assert notify(sample_alert(), backoff_seconds=0.01) == {"webhook": False}
     assert len(webhook.posts) == 5  # three attempts, then it gives up
     [line] = [record.getMessage() for record in caplog.records if record.name == alerts.__name__]
     assert line == "run_failure alert for run r1 not sent by webhook after 3 attempt(s): HTTP 503"
 
     caplog.clear()
-    assert Notifier().send(sample_alert()) == {"webhook": False}
+    assert notify(sample_alert()) == {"webhook": False}
     assert len(webhook.posts) == 5  # resting: not tried again at once
     assert "resting" in caplog.text
     assert_no_secret(caplog.text)
@@ -393,7 +399,7 @@ def test_a_5xx_is_retried_and_a_dead_webhook_logs_one_line_and_rests(webhook, al
 
 def test_a_4xx_is_not_retried(webhook, alert_env, caplog):
     webhook.statuses = [404]
-    assert Notifier(backoff_seconds=0.01).send(sample_alert()) == {"webhook": False}
+    assert notify(sample_alert(), backoff_seconds=0.01) == {"webhook": False}
     assert len(webhook.posts) == 1
     assert "after 1 attempt(s): HTTP 404" in caplog.text
 
@@ -403,7 +409,7 @@ def test_a_webhook_that_times_out_logs_one_line_without_its_secret(webhook, aler
     monkeypatch.setenv(settings.ALERT_TIMEOUT_ENV, "0.2")
     webhook.delay = 1.0
     started = time.monotonic()
-    assert Notifier(attempts=2, backoff_seconds=0).send(sample_alert()) == {"webhook": False}
+    assert notify(sample_alert(), attempts=2, backoff_seconds=0) == {"webhook": False}
     assert time.monotonic() - started < 2.0
     [line] = [record.getMessage() for record in caplog.records if record.name == alerts.__name__]
     assert "after 2 attempt(s)" in line and "timed out" in line
@@ -421,9 +427,9 @@ def test_an_unreachable_webhook_fails_the_sensor_tick_never(
     )
     cursor = first_tick(asset_check_failure_alert_sensor, dagster_instance)
     dg.materialize([shipments, has_rows], instance=dagster_instance)
-    result = tick(asset_check_failure_alert_sensor, dagster_instance, cursor)
-    assert result.skip_message == "1 finished run(s) read, 1 with failed checks alerted"
-    assert json.loads(result.cursor) != json.loads(cursor)  # the cursor moves on
+    result = tick(asset_check_failure_alert_sensor, dagster_instance, cursor)  # no run's reaction failed
+    assert len(result.dagster_run_reactions) == 1
+    assert result.cursor != cursor  # the cursor moves on
     logs = logged(caplog, capfd)
     assert "not sent by webhook after 3 attempt(s): URLError" in logs
     assert_no_secret(logs, result.cursor)
@@ -435,16 +441,42 @@ def test_smtp_without_starttls_is_a_permanent_failure_logged_without_the_passwor
 ):
     monkeypatch.delenv(settings.ALERT_WEBHOOK_URL_ENV)
     monkeypatch.setenv(settings.ALERT_SMTP_SECURITY_ENV, "starttls")
-    assert Notifier(backoff_seconds=0.01).send(sample_alert()) == {"email": False}
+    assert notify(sample_alert(), backoff_seconds=0.01) == {"email": False}
     assert not with_email.messages
     assert "not sent by email after 1 attempt(s): SMTPNotSupportedError" in caplog.text
     assert_no_secret(caplog.text)
 
 
+def test_smtp_is_read_when_sent_logs_in_only_with_a_user_and_times_out(
+    alert_env, with_email, monkeypatch, caplog
+):
+    """Unlike Dagster's e-mail factory: the password as it is at send time, plain SMTP without a login
+    when no user is set, and a server that never answers costs the timeout, not the tick."""
+    monkeypatch.delenv(settings.ALERT_WEBHOOK_URL_ENV)
+    monkeypatch.setenv(settings.ALERT_SMTP_PASSWORD_ENV, "rotated-pa55word")
+    assert notify(sample_alert()) == {"email": True}
+    monkeypatch.delenv(settings.ALERT_SMTP_USER_ENV)
+    assert notify(sample_alert()) == {"email": True}
+    assert [mail["auth"] for mail in with_email.messages] == [
+        [b"", b"alerts@example.com", b"rotated-pa55word"],
+        None,
+    ]
+    assert with_email.messages[1]["message"]["From"] == alerts.DEFAULT_FROM
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts connections, never greets
+        monkeypatch.setenv(settings.ALERT_SMTP_PORT_ENV, str(silent.getsockname()[1]))
+        monkeypatch.setenv(settings.ALERT_TIMEOUT_ENV, "0.2")
+        started = time.monotonic()
+        assert notify(sample_alert(), attempts=2, backoff_seconds=0) == {"email": False}
+    assert time.monotonic() - started < 2.0
+    [line] = [record.getMessage() for record in caplog.records if record.name == alerts.__name__]
+    assert "not sent by email after 2 attempt(s)" in line and line.endswith("timed out")
+
+
 @pytest.mark.slow
 def test_email_without_recipients_says_so(alert_env, with_email, monkeypatch, caplog):
     monkeypatch.delenv(settings.ALERT_EMAIL_TO_ENV)
-    assert Notifier().send(sample_alert()) == {"webhook": True, "email": False}
+    assert notify(sample_alert()) == {"webhook": True, "email": False}
     assert f"{settings.ALERT_EMAIL_TO_ENV} names no recipient" in caplog.text
 
 

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from assets.checks import check_schema_drift
-from pipelines.extract.columns import column_hints
+from pipelines.source.tables import column_hints
 
 DATASET = "ocean_tracking"
 

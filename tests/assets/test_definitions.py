@@ -10,8 +10,9 @@ import pytest
 from dagster._core.instance.ref import InstanceRef
 
 from assets.definitions import build_resources, defs
-from assets.ingest import INGEST_KEYS, TABLE_DEPS, asset_key, ocean_tracking_assets
+from assets.ingest import INGEST_KEYS, asset_key, ocean_tracking_assets
 from assets.resources import OCEAN_TRACKING_POOL
+from pipelines.source.tables import TABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +38,7 @@ def test_definitions_are_loadable():
 
 def test_ingest_keys_group_deps_and_pool():
     specs = {spec.key: spec for spec in ocean_tracking_assets.specs}
-    assert set(specs) == {asset_key(table) for table in TABLE_DEPS}
+    assert set(specs) == {asset_key(table) for table in TABLES}
     assert all(spec.group_name == "ingest" for spec in specs.values())
     assert all(spec.freshness_policy is not None for spec in specs.values())
     deps = {key: {dep.asset_key for dep in spec.deps} for key, spec in specs.items()}

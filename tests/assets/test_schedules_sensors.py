@@ -14,7 +14,7 @@ from assets.ingest import asset_key, ocean_tracking_assets
 from assets.resources import Warehouse
 from assets.schedules import full_sync_schedule, refresh_schedule
 from assets.sensors import FOLLOW_UP_KEYS, pending_tracking_requests_sensor
-from pipelines.extract.budget import AccountSize, budget_per_hour, plan_refresh, refresh_cost
+from pipelines.source.map_schedule import AccountSize, budget_per_hour, plan_refresh, refresh_cost
 from tests.support.dagster import sandbox_resources, warehouse_resource
 from tests.support.sandboxes import FULL_KEY, advance_clock
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.extract.source import SHIPMENT_INCLUDES
+from pipelines.source.resources import SHIPMENT_INCLUDES
 from tests.support.fixture_server import (
     Fixtures,
     LiveFixtureServer,

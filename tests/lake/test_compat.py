@@ -2,7 +2,8 @@
 open and attach a connection for every borrow (each table's load job, each merge, the state, every read of the
 warehouse during the extraction); inside a sync it attaches once and every connection is detached and closed
 when the sync ends. Every in-memory DuckDB, ours and dlt's, spills into a folder of its own
-(`compat.own_spill_directory`)."""
+(`compat.own_spill_directory`). The other private calls into dlt and requests `compat` holds are pinned here too:
+an upgrade that changes what they rely on fails these tests first."""
 
 from __future__ import annotations
 
@@ -98,3 +99,38 @@ def test_our_spill_folders_leave_dlt_unimported():
     probe = "import sys; from pipelines.warehouse.connections import in_memory_config; in_memory_config(); print('dlt' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_a_killed_normalize_commit_is_finished_through_the_extracted_packages(tmp_path):
+    """`compat.extracted_packages` reaches dlt's extracted packages (private API): deleting one there removes
+    it from the pipeline's public listing, which is what `sync.finish_normalize_commit` relies on."""
+    import dlt
+
+    pipeline = dlt.pipeline("compat_probe", pipelines_dir=str(tmp_path), destination="duckdb",
+                            dataset_name="probe")  # fmt: skip
+    pipeline.extract([{"id": 1}], table_name="rows")
+    [load_id] = pipeline.list_extracted_load_packages()
+
+    compat.extracted_packages(pipeline).delete_package(load_id)
+
+    assert pipeline.list_extracted_load_packages() == []
+
+
+def test_a_retried_upload_sends_its_whole_file_again(tmp_path):
+    """requests keeps a file body's start in `PreparedRequest._body_position` (private); `rewind_body_if_read`
+    puts the file back there before a retry, and leaves a bytes body alone."""
+    import requests
+
+    path = tmp_path / "bill_of_lading.pdf"
+    path.write_bytes(b"%PDF-1.4 the whole document")
+    with path.open("rb") as body:
+        body.read(9)  # a caller may hand over a file already partly read: the upload starts from there
+        request = requests.Request("POST", "http://127.0.0.1:9/v2/documents", data=body).prepare()
+        assert request.body.read() == b"the whole document"  # the first attempt consumed it
+
+        compat.rewind_body_if_read(request)
+
+        assert request.body.read() == b"the whole document"
+    sent_as_bytes = requests.Request("POST", "http://127.0.0.1:9/v2/documents", data=b"{}").prepare()
+    compat.rewind_body_if_read(sent_as_bytes)
+    assert sent_as_bytes.body == b"{}"

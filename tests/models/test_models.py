@@ -592,25 +592,35 @@ def test_deep_links_url_encode_the_number_on_a_duckdb_file(tmp_path):
 
 @pytest.mark.slow
 def test_a_subset_builds_only_its_models_and_runs_only_their_tests(built: BuiltWarehouse, tmp_path):
+    """Its own tests, and those of the raw table it reads (dagster-dbt runs a source's tests with the models
+    selected downstream of it), and no other."""
     copy_lake(built.data_dir, tmp_path / "data")
     result = materialize_models(tmp_path / "data", selection=["analytics/stg_vessels"])
     assert result.success
     assert {e.asset_key for e in result.get_asset_materialization_events()} == {_key("stg_vessels")}
     checks = {(e.asset_key, e.check_name) for e in result.get_asset_check_evaluations()}
-    expected = {(key.asset_key, key.name) for key in analytics_models.check_keys if key.asset_key == _key("stg_vessels")}
-    assert checks == expected and expected
+    raw_vessels = dg.AssetKey(["ocean_tracking", "vessels"])
+    expected = {(key.asset_key, key.name) for key in analytics_models.check_keys
+                if key.asset_key in (_key("stg_vessels"), raw_vessels)}  # fmt: skip
+    assert checks == expected
+    assert {key for key, _ in expected} == {_key("stg_vessels"), raw_vessels}
 
 
 @pytest.mark.slow
 def test_a_failing_dbt_test_fails_its_check_and_the_run_in_one_line(built: BuiltWarehouse, tmp_path):
+    """A raw table's broken key (the registry's test, dbt's on the source) fails its check on the ingest asset,
+    fails the models' step in one line, and keeps dbt from building the models that read the table."""
     copy_lake(built.data_dir, tmp_path / "data")
     with lake_in(tmp_path / "data").writing(), lake_in(tmp_path / "data").connect() as con:
         con.execute("insert into ocean_tracking.vessels select * from ocean_tracking.vessels limit 1")  # a duplicate id
-    with pytest.raises(dg.Failure) as raised:
-        materialize_models(tmp_path / "data", selection=["analytics/stg_vessels"])
-    message = raised.value.description
-    assert message.startswith("dbt test ") and "(on stg_vessels) failed" in message
+    result = materialize_models(tmp_path / "data", selection=["analytics/stg_vessels"], raise_on_error=False)
+    assert not result.success
+    message = result.get_step_failure_events()[0].step_failure_data.user_failure_data.description
+    assert message.startswith("dbt test vessels_primary_key (on vessels) failed: ")
     assert "\n" not in message
+    checks = {(e.asset_key.to_user_string(), e.check_name): e.passed for e in result.get_asset_check_evaluations()}
+    assert checks[("ocean_tracking/vessels", "vessels_primary_key")] is False
+    assert not result.get_asset_materialization_events()  # dbt skipped stg_vessels, downstream of the broken key
 
 
 @pytest.mark.slow

@@ -1,24 +1,15 @@
-"""The declared columns (`pipelines/extract/api_columns.json`): generated from the vendor's spec, and what
+"""The declared columns (`pipelines/source/api_columns.json`): generated from the vendor's spec, and what
 `schema_drift` makes of a warehouse that holds more."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from types import ModuleType
 
 import pytest
 
-from pipelines.extract.columns import COLUMNS_FILE, api_columns, column_hints, nested_tables, schema_drift
-from tests.support.sandboxes import REPO, shared_dir
-
-
-def _script() -> ModuleType:
-    """`scripts/columns_from_spec.py` (a script, not a package module)."""
-    spec = importlib.util.spec_from_file_location("columns_from_spec", REPO / "scripts" / "columns_from_spec.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from pipelines.source.tables import COLUMNS_FILE, api_columns, column_hints, nested_tables, schema_drift
+from tests.support import load_script
+from tests.support.sandboxes import shared_dir
 
 
 def test_the_vendored_file_is_what_the_spec_generates():
@@ -26,7 +17,7 @@ def test_the_vendored_file_is_what_the_spec_generates():
     if not openapi.is_file():
         pytest.skip(f"the vendor's spec is not at {openapi}")
 
-    text = _script().render(json.loads(openapi.read_text()))
+    text = load_script("columns_from_spec").render(json.loads(openapi.read_text()))
 
     assert COLUMNS_FILE.read_text() == text, "run: python scripts/columns_from_spec.py"
 

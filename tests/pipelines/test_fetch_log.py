@@ -9,9 +9,9 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from pipelines.extract.fetch_log import TABLE, FetchLog, adopt_legacy_state, digest, index_batches
-from pipelines.extract.map_schedule import Phase, due_by_age_sql
-from pipelines.extract.pages import Page, changed_bundles, owners_of
+from pipelines.source.bookkeeping import FETCH_LOG_TABLE, FetchLog, adopt_legacy_state, digest, index_batches
+from pipelines.source.map_schedule import Phase, due_by_age_sql
+from pipelines.source.pages import Page, changed_bundles, owners_of
 
 NOW = datetime(2026, 11, 24, 12, tzinfo=UTC)
 
@@ -71,7 +71,7 @@ def test_a_map_is_due_when_never_fetched_in_another_phase_or_due_by_age():
 
 def test_due_by_age_sql_returns_only_the_maps_old_enough_for_their_phase():
     con = duckdb.connect()
-    con.execute(f"create table {TABLE} (kind varchar, item_id varchar, digest bigint, phase varchar, "
+    con.execute(f"create table {FETCH_LOG_TABLE} (kind varchar, item_id varchar, digest bigint, phase varchar, "
                 "fetched_at timestamptz)")
     rows = [
         ("sea-old", Phase.AT_SEA, NOW - timedelta(hours=2)),
@@ -81,10 +81,10 @@ def test_due_by_age_sql_returns_only_the_maps_old_enough_for_their_phase():
         ("arrived-old", Phase.ARRIVED, NOW - timedelta(days=30)),
     ]
     for item_id, phase, fetched_at in rows:
-        con.execute(f"insert into {TABLE} values ('map', ?, 0, ?, ?)", [item_id, str(phase), fetched_at])
-    con.execute(f"insert into {TABLE} values ('shipment', 'sea-old-too', 0, 'at_sea', ?)", [NOW - timedelta(days=9)])
+        con.execute(f"insert into {FETCH_LOG_TABLE} values ('map', ?, 0, ?, ?)", [item_id, str(phase), fetched_at])
+    con.execute(f"insert into {FETCH_LOG_TABLE} values ('shipment', 'sea-old-too', 0, 'at_sea', ?)", [NOW - timedelta(days=9)])
 
-    due = {row[0] for row in con.execute(due_by_age_sql(TABLE, NOW, refresh_seconds=3600)).fetchall()}
+    due = {row[0] for row in con.execute(due_by_age_sql(FETCH_LOG_TABLE, NOW, refresh_seconds=3600)).fetchall()}
 
     assert due == {"sea-old", "pre-old"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.extract.item_issues import (
+from pipelines.source.bookkeeping import (
     ItemIssuesReport,
     TooManyItemFailuresError,
     issues_of_load,

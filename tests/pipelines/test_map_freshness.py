@@ -1,5 +1,5 @@
-"""The map-freshness scheduler (`pipelines.extract.map_schedule.candidates_sql`, `plan_maps`) over real DuckDB
-tables shaped as the sync loads them, and the budget the maps get (`pipelines.extract.budget.map_budget`)."""
+"""The map-freshness scheduler (`pipelines.source.map_schedule.candidates_sql`, `plan_maps`) over real DuckDB
+tables shaped as the sync loads them, and the budget the maps get (`pipelines.source.map_schedule.map_budget`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 import pytest
 
-from pipelines.extract.budget import map_budget
-from pipelines.extract.map_schedule import candidates_sql, plan_maps
+from pipelines.source.map_schedule import candidates_sql, map_budget, plan_maps
 
 NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
 HOUR = timedelta(hours=1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from pipelines.extract.roster import ALWAYS_BELIEVED, MAX_DEPARTED_SHARE, believable
+from pipelines.source.pages import ALWAYS_BELIEVED, MAX_DEPARTED_SHARE, believable
 
 
 def test_a_few_departures_are_believed_whatever_the_share():
@@ -18,7 +18,7 @@ def test_up_to_the_share_is_believed():
 
 def test_a_listing_that_would_empty_the_account_retires_nothing_with_one_warning(caplog):
     held = set(map(str, range(1000)))
-    with caplog.at_level(logging.WARNING, logger="pipelines.extract.roster"):
+    with caplog.at_level(logging.WARNING, logger="pipelines.source.pages"):
         assert not believable(set(map(str, range(900))), held, "shipments")
     [record] = caplog.records
     assert "900 fewer shipments" in record.getMessage() and "nothing was retired" in record.getMessage()

@@ -170,7 +170,7 @@ def test_known_settings_are_not_reported(monkeypatch, caplog):
 
 def test_every_argument_dlt_injects_into_the_source_is_known():
     from pipelines.api.config import KNOWN_SETTINGS
-    from pipelines.extract.source import ocean_tracking
+    from pipelines.source.resources import ocean_tracking
 
     assert set(inspect.signature(ocean_tracking).parameters) <= KNOWN_SETTINGS
 

@@ -11,8 +11,19 @@ which nothing imports; everything a test imports by name comes from here.
 - `scripted`: a scripted HTTP server, a unit-level double for the client's protocol handling
 - `postgres`, `s3`: a real PostgreSQL + PostGIS server and a real S3-compatible server (moto)
 - `deploy`: the deployment files read as data
+- `load_script` (here): one of `scripts/` imported, to call its functions in the test's process
 """
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[2]  # the repository
+
+
+def load_script(name: str) -> ModuleType:
+    """`scripts/<name>.py` as a module (a script, not a package module): its functions, called in process."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

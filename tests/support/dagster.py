@@ -46,7 +46,7 @@ def reference_terminals_csv() -> Path:
 
 
 def materialize_models(
-    data_dir: Path, *, app_url: str = APP_URL, selection: Iterable[str] | None = None
+    data_dir: Path, *, app_url: str = APP_URL, selection: Iterable[str] | None = None, raise_on_error: bool = True
 ) -> dg.ExecuteInProcessResult:
     """Materialize the model assets (all, or `selection` as `analytics/<name>` strings) and their dbt tests
     over the DuckLake under `data_dir`."""
@@ -57,6 +57,7 @@ def materialize_models(
             "ocean_tracking_api": OceanTrackingApi(api_key="unused-key-123", app_url=app_url),
         },
         selection=list(selection) if selection is not None else None,
+        raise_on_error=raise_on_error,
     )
 
 

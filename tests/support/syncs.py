@@ -19,24 +19,13 @@ from pipelines.settings import (
     DUCKLAKE_CATALOG_ENV,
     DUCKLAKE_STORAGE_ENV,
 )
+from pipelines.source.tables import TABLES
 from pipelines.warehouse import WarehouseStore
 from tests.support.lakes import lake_in
 from tests.support.sandboxes import FULL_KEY, REPO
 
-# The raw tables of entities the service lists (a full sync lands rows in each).
-ENTITY_TABLES = (
-    "shipments",
-    "containers",
-    "transport_events",
-    "tracking_requests",
-    "parties",
-    "terminals",
-    "ports",
-    "vessels",
-    "shipping_lines",
-    "custom_field_definitions",
-    "custom_fields",
-)
+# The raw tables of entities the service lists (a full sync lands rows in each): those of a JSON:API type.
+ENTITY_TABLES = tuple(name for name, table in TABLES.items() if table.jsonapi_type)
 # Where a CLI process would otherwise load (a developer's shell may set them): `cli_env` leaves them out,
 # so its sync goes to the default destination, `lake_in(workdir / "data")`.
 WAREHOUSE_ENV = (DESTINATION_ENV, DUCKDB_ENV, DUCKLAKE_CATALOG_ENV, DUCKLAKE_STORAGE_ENV)

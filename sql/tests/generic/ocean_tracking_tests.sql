@@ -27,3 +27,37 @@ with counts as (
 )
 select * from counts where model_rows = 0 and driver_rows > 0
 {% endtest %}
+
+
+{#- A raw table's primary key: never null, and unique over the rows matching `where` (SCD2: the current
+versions). A table dlt has not created yet passes (on PostgreSQL a table appears with its first row). -#}
+{% test raw_primary_key(model, columns, only_where='true') %}
+{%- set relation = adapter.get_relation(database=model.database, schema=model.schema, identifier=model.identifier) if execute else model -%}
+{%- if relation is none %}
+select null as missing_table where 1 = 0
+{%- else %}
+select {{ columns | join(', ') }}, count(*) as rows_with_key
+from {{ model }}
+where {{ only_where }}
+group by {{ columns | join(', ') }}
+having count(*) > 1 or {% for column in columns %}{{ column }} is null{{ " or " if not loop.last }}{% endfor %}
+{%- endif %}
+{% endtest %}
+
+
+{#- Every non-null `column_name` of the raw table (on the rows matching `where`, for a polymorphic column)
+names a row of `field` in the raw table `to_table` (same schema). The parent is named, not `source()`d, so the
+test depends on its own table only and dagster-dbt attaches it to that table's asset as a check. Passes while
+either table does not exist yet. -#}
+{% test raw_reference(model, column_name, to_table, field='id', only_where='true') %}
+{%- set child = adapter.get_relation(database=model.database, schema=model.schema, identifier=model.identifier) if execute else none -%}
+{%- set parent = adapter.get_relation(database=model.database, schema=model.schema, identifier=to_table) if execute else none -%}
+{%- if child is none or parent is none %}
+select null as orphan_id where 1 = 0
+{%- else %}
+select c.{{ column_name }} as orphan_id
+from {{ model }} as c
+where c.{{ column_name }} is not null and ({{ only_where }})
+  and not exists (select 1 from {{ parent }} as p where p.{{ field }} = c.{{ column_name }})
+{%- endif %}
+{% endtest %}

@@ -112,7 +112,7 @@ def test_cyclic_include_within_the_depth_limit_is_cheap_and_deduplicated(sandbox
 
 def test_every_include_the_pipeline_sends_still_works(sandbox):
     """The includes the pipeline and the docs use still succeed under the new checks."""
-    from pipelines.extract.source import SHIPMENT_INCLUDES
+    from pipelines.source.resources import SHIPMENT_INCLUDES
 
     cl = Client(sandbox.base_url, FULL_KEY)
     assert ok(cl.get("/shipments?page[size]=100&include=" + ",".join(SHIPMENT_INCLUDES)))["included"]

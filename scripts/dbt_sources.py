@@ -1,0 +1,93 @@
+"""Write dbt's sources file, `sql/models/staging/_sources.yml`, from the raw tables' registry
+(`pipelines.source.tables.TABLES`): each raw table and its documented nested tables, its description, a test
+of its primary key and one of each checked reference. dagster-dbt turns these source tests into asset checks
+on the ingest assets (`enable_source_tests_as_checks`); they run in the models' `dbt build`.
+
+    python scripts/dbt_sources.py            # print the file
+    python scripts/dbt_sources.py --write    # write it
+    python scripts/dbt_sources.py --check    # exit 1 when the file is not what the registry renders
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from pipelines.source.tables import TABLES, RawTable, nested_table_names  # noqa: E402  (the script runs from anywhere)
+
+SOURCES_FILE = REPO / "sql" / "models" / "staging" / "_sources.yml"
+HEADER = "# Generated from pipelines/source/tables.py by `python scripts/dbt_sources.py --write`: edit the registry, not this file.\n"
+SOURCE_DESCRIPTION = (
+    "The raw tables dlt loads from the service (`python -m pipelines sync`, or the Dagster ingest asset "
+    "`ocean_tracking`). A dlt child table (`containers__holds_at_pod_terminal`) is loaded by its root resource; "
+    "a table or column dlt has not created yet reads as empty through `contract_source`, and its tests pass. "
+    "Key tests fail the models' build (dbt skips the models reading a table whose key is broken); reference "
+    "tests warn."
+)
+
+
+def table_tests(table: RawTable) -> list[dict[str, Any]]:
+    """The dbt tests of one raw table: its primary key, then each reference (severity warn)."""
+    key_arguments: dict[str, Any] = {"columns": list(table.primary_key)}
+    if table.key_where:
+        key_arguments["only_where"] = table.key_where
+    tests: list[dict[str, Any]] = [{"raw_primary_key": {"name": f"{table.name}_primary_key", "arguments": key_arguments}}]
+    for reference in table.references:
+        arguments: dict[str, Any] = {"column_name": reference.column,
+                                     "to_table": reference.parent,
+                                     "field": reference.parent_column}  # fmt: skip
+        if reference.where:
+            arguments["only_where"] = reference.where
+        suffix = f"_{reference.where.split(' = ')[1].strip(chr(39))}" if reference.where else ""
+        test: dict[str, Any] = {"name": f"{table.name}_{reference.column}{suffix}_resolves", "arguments": arguments,
+                                "config": {"severity": "warn"}}  # fmt: skip
+        if reference.note:  # dagster-dbt shows a test's `meta.description` on its check
+            test["config"]["meta"] = {"description": f"May warn: {reference.note}."}
+        tests.append({"raw_reference": test})
+    return tests
+
+
+def render() -> str:
+    """The sources file's text."""
+    tables: list[dict[str, Any]] = []
+    for table in TABLES.values():
+        tables.append({"name": table.name, "description": table.description, "data_tests": table_tests(table)})
+        tables += [{"name": name, "description": f"dlt child table of {table.name}, loaded with it."}
+                   for name in nested_table_names(table.name)]  # fmt: skip
+    document = {"version": 2, "sources": [{
+        "name": "ocean_tracking",
+        "description": SOURCE_DESCRIPTION,
+        "schema": "{{ var('raw_schema', 'ocean_tracking') }}",
+        "tables": tables,
+    }]}  # fmt: skip
+    return HEADER + yaml.safe_dump(document, sort_keys=False, width=110, allow_unicode=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print, write or check the sources file."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--write", action="store_true", help="write sql/models/staging/_sources.yml")
+    action.add_argument("--check", action="store_true", help="exit 1 when the file is out of date")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.write:
+        SOURCES_FILE.write_text(text)
+    elif args.check:
+        if SOURCES_FILE.read_text() != text:
+            print(f"{SOURCES_FILE.relative_to(REPO)} is out of date: run `python scripts/dbt_sources.py --write`.")
+            return 1
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,17 @@
+-- stg_parties: the account's customers (parties), named by tracking requests.
+-- Grain: one row per party.
+-- Key: party_id
+
+{{ config(materialized="view") }}  -- a few rows read by their tests and joins: no table to rewrite each build
+
+with source as (
+    {{ contract_source('parties', [
+        ['id', 'varchar'],
+        ['company_name', 'varchar']
+    ]) }}
+)
+
+select
+    id as party_id,
+    company_name
+from source
