@@ -60,7 +60,7 @@ def _account_partitions() -> dg.StaticPartitionsDefinition | None:
     """The configured accounts as static partitions, or None without OCEAN_TRACKING_ACCOUNTS."""
     if not os.environ.get(ACCOUNTS_ENV, "").strip():
         return None  # the one-account default: pipelines.api.config (and dlt with it) stays unimported
-    from pipelines.api.accounts import configured_accounts
+    from pipelines.api import configured_accounts
 
     return dg.StaticPartitionsDefinition([str(account.name) for account in configured_accounts()])
 
@@ -79,7 +79,7 @@ def account_of(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext
     """The account a run step works for: its partition key, else (nothing partitioned) the single account."""
     if not context.has_partition_key:
         return SINGLE_ACCOUNT
-    from pipelines.api.accounts import account_named
+    from pipelines.api import account_named
 
     return account_named(context.partition_key)
 
@@ -92,7 +92,7 @@ def account_from_config(name: str) -> Account:
             raise dg.Failure(description=f"Say which account in the op config `account`: one of "
                                          f"{', '.join(account_partitions.get_partition_keys())}.", allow_retries=False)
         return SINGLE_ACCOUNT
-    from pipelines.api.accounts import account_named
+    from pipelines.api import account_named
 
     return account_named(name)
 

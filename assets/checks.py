@@ -33,7 +33,7 @@ from assets.ingest import DEFAULT_FRESHNESS_HOURS, asset_key
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
 from pipelines.settings import FRESHNESS_HOURS_ENV
 from pipelines.source.tables import TABLES, loaded_columns, schema_drift
-from pipelines.warehouse.tables import table_exists
+from pipelines.warehouse import table_exists
 
 
 def _missing(table: str) -> dg.AssetCheckResult:

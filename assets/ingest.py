@@ -30,7 +30,7 @@ from assets.accounts import SINGLE_ACCOUNT, account_of, account_partitions
 from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
 from pipelines.settings import DATASET_NAME, DEFAULT_FRESHNESS_HOURS, Account, pipelines_dir
 from pipelines.source.tables import TABLES
-from pipelines.warehouse.tables import count_rows, loader_session, newest_loads
+from pipelines.warehouse import count_rows, loader_session, newest_loads
 
 if TYPE_CHECKING:
     import dlt

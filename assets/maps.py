@@ -42,9 +42,9 @@ from pydantic import Field
 from assets.accounts import account_of, account_partitions
 from assets.alerts import describe
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
-from pipelines.geo.geoparquet import export_map_features_geoparquet, map_features_state
+from pipelines.geo import export_map_features_geoparquet, map_features_state
 from pipelines.settings import DATASET_NAME, MAPS_DIR_NAME, Account, data_dir, geoparquet_path
-from pipelines.warehouse.tables import table_exists
+from pipelines.warehouse import table_exists
 
 MAPS_GROUP = "maps"
 KEY_PREFIX = ["maps"]
@@ -350,7 +350,7 @@ def drawing_pool(maps_due: int) -> "ProcessPoolExecutor | None":
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from pipelines.geo.land import load_land
+    from pipelines.geo.frame import load_land
 
     workers = min(os.cpu_count() or 1, MAX_DRAWING_PROCESSES, maps_due // MAPS_PER_PROCESS)
     if workers < 2:
@@ -472,7 +472,7 @@ def _draw_overview(out_path: Path, warehouse: Warehouse, state: str) -> dict[str
     `render_overview`)."""
     import geopandas as gpd
 
-    from pipelines.geo.land import load_land
+    from pipelines.geo.frame import load_land
     from pipelines.geo.render import render_overview
 
     features = read_map_features(warehouse, columns=OVERVIEW_COLUMNS)

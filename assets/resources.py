@@ -34,8 +34,8 @@ from pipelines.settings import (
 
 if TYPE_CHECKING:
     from pipelines.api.client import OceanTrackingClient
+    from pipelines.warehouse import WarehouseStore
     from pipelines.warehouse.destinations import Target
-    from pipelines.warehouse.store import WarehouseStore
 
 # One pool for everything that spends the account's rate budget or writes the warehouse: two runs never
 # split the budget or race a commit (the warehouse's writer lock also keeps out a CLI sync). Readers
@@ -104,8 +104,8 @@ class Warehouse(dg.ConfigurableResource):
                          analytics_schema=account.analytics_schema)
 
     def store(self) -> WarehouseStore:
-        """Where the warehouse lives and how to open it (`pipelines.warehouse.store`)."""
-        from pipelines.warehouse.store import ducklake_store, embedded_store
+        """Where the warehouse lives and how to open it (`pipelines.warehouse`)."""
+        from pipelines.warehouse import ducklake_store, embedded_store
 
         if self.destination == "ducklake":
             return ducklake_store(self.catalog or None, self.data_path or None)

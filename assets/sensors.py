@@ -22,7 +22,7 @@ from assets.accounts import SINGLE_ACCOUNT, account_partitions, per_account
 from assets.ingest import asset_key
 from assets.resources import OceanTrackingApi, Warehouse
 from pipelines.settings import Account
-from pipelines.warehouse.tables import table_exists
+from pipelines.warehouse import table_exists
 
 PAGE_SIZE = 100
 FOLLOW_UP_KEYS = [

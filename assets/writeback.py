@@ -75,7 +75,7 @@ def _finish(context: dg.OpExecutionContext, counts: dict[str, int], rows: list[d
 def create_tracking_requests_op(context: dg.OpExecutionContext, config: CreateTrackingRequestsConfig,
                                 ocean_tracking_api: OceanTrackingApi, warehouse: Warehouse) -> dict:
     """Create the tracking requests of a CSV/table once each (see pipelines.writeback.tracking_requests)."""
-    from pipelines.writeback.inputs import TRACKING_REQUEST_COLUMNS, read_rows
+    from pipelines.writeback import TRACKING_REQUEST_COLUMNS, read_rows
     from pipelines.writeback.store import writeback_session
     from pipelines.writeback.tracking_requests import NOT_DONE, create_tracking_requests
 
@@ -93,7 +93,7 @@ def create_tracking_requests_op(context: dg.OpExecutionContext, config: CreateTr
 def patch_ref_numbers_op(context: dg.OpExecutionContext, config: PatchRefNumbersConfig,
                          ocean_tracking_api: OceanTrackingApi, warehouse: Warehouse) -> dict:
     """Set ref_numbers on shipments/containers from a CSV/table (see pipelines.writeback.ref_numbers)."""
-    from pipelines.writeback.inputs import REF_NUMBER_COLUMNS, read_rows
+    from pipelines.writeback import REF_NUMBER_COLUMNS, read_rows
     from pipelines.writeback.ref_numbers import patch_ref_numbers
     from pipelines.writeback.store import writeback_session
 

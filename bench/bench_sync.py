@@ -19,8 +19,8 @@ from bench_table import render
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.sync import sync_account
+from pipelines.warehouse import default_lake_in
 from pipelines.warehouse.destinations import Target, duckdb_target, ducklake_target
-from pipelines.warehouse.store import default_lake_in
 
 API_KEY = "sbx_bench_0123456789abcdef"
 # the embedded warehouses a benchmark can load into; the DuckLake is the pipeline's default

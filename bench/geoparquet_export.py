@@ -26,8 +26,8 @@ from bench.bench_memory import RESULT_PREFIX, Meter, report  # noqa: E402
 
 
 def _child(data_dir: Path, out: Path) -> None:
-    from pipelines.geo.geoparquet import export_map_features_geoparquet
-    from pipelines.warehouse.store import default_lake_in
+    from pipelines.geo import export_map_features_geoparquet
+    from pipelines.warehouse import default_lake_in
 
     meter = Meter()
     start = time.perf_counter()

@@ -30,7 +30,7 @@ import requests
 from bench_sync import API_KEY
 from bench_table import render
 
-from pipelines.api.jsonapi import rows_by_type
+from pipelines.api import rows_by_type
 from pipelines.api.ratelimit import LimiterUrl, SlidingWindowLimiter
 from pipelines.source.bookkeeping import FetchLog
 from pipelines.source.pages import changed_bundles, owners_of

@@ -35,8 +35,7 @@ from pipelines.settings import (
     maps_dir,
 )
 from pipelines.sync import DatasetOfAnotherKeyError
-from pipelines.warehouse.store import WarehouseStore, embedded_store
-from pipelines.warehouse.tables import table_row_counts
+from pipelines.warehouse import WarehouseStore, embedded_store, table_row_counts
 from sandbox.launcher import SandboxProcess, start_sandbox
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

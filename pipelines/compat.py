@@ -24,7 +24,7 @@ its `memory_limit` into `.tmp` in the working directory, under the same file nam
 spill at once, in one process or in two started in the same folder (Dagster's run workers all start at the
 project root; a sync beside an analyst's session), crash with a segmentation fault (DuckDB 1.5.5: 3 of 3 pairs
 of processes, and two threads of one). Every in-memory DuckDB the pipeline opens spills into a folder of its
-own in the system's temp directory instead: ours through `extensions.in_memory_config`, dbt's through its
+own in the system's temp directory instead: ours through `connections.in_memory_config`, dbt's through its
 plugin, dlt's lake connections here as they are opened (dlt applies one `global_config` to all of them, and no
 public hook sees a connection as it opens). DuckDB creates the folder when it first spills and removes it when
 the database closes. Pinned by `tests/lake/test_compat.py` (processes and threads spilling at once).

@@ -1,11 +1,11 @@
 """Targeted refresh: load only what webhook notifications name, and the route maps the budget allows.
 
 Polling re-reads every page to find the few shipments that changed. Webhooks say which changed: the
-receiver journals each notification (`pipelines.webhooks`), and `refresh_from_notifications` loads the
+receiver journals each notification (`pipelines.webhooks.receiver`), and `refresh_from_notifications` loads the
 shipments, containers, events and tracking requests they name, through the same dlt source and load path as
 the full sync (`pipelines.sync.load_account`), so the rows are the ones a full sync would load. Complete
 payloads cost no request; an incomplete one costs one GET per shipment per refresh
-(`pipelines.extract.notifications`). The journal is marked only after the load committed: a crash in between
+(`pipelines.webhooks.plan_batch`). The journal is marked only after the load committed: a crash in between
 applies the same notifications again, which loads the same rows again.
 
 `refresh_maps` spends a request budget on the route maps the map-freshness scheduler ranks first
@@ -23,22 +23,22 @@ from typing import Any
 
 import dlt
 
+from pipelines.api import rows_by_type
 from pipelines.api.client import OceanTrackingClient
-from pipelines.api.jsonapi import rows_by_type
 from pipelines.errors import NotFoundError
-from pipelines.extract.notifications import (
-    Notice,
-    plan_batch,
-    shipments_named,
-    tracking_requests_named,
-    version_key,
-)
 from pipelines.source.bookkeeping import loaded_rows
 from pipelines.source.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS, MapPlan, candidates_sql, plan_maps
 from pipelines.source.resources import SHIPMENT_INCLUDES, ocean_tracking
 from pipelines.source.tables import TABLES
 from pipelines.sync import Loaded, load_account
 from pipelines.warehouse.destinations import Target, make_pipeline
+from pipelines.webhooks import (
+    Notice,
+    plan_batch,
+    shipments_named,
+    tracking_requests_named,
+    version_key,
+)
 from pipelines.webhooks.journal import NotificationJournal
 
 logger = logging.getLogger(__name__)

@@ -35,12 +35,27 @@ from pipelines.errors import AuthenticationError, ConfigurationError
 from pipelines.settings import SOURCE_NAME
 from pipelines.source.bookkeeping import ItemIssuesReport, issues_of_load
 from pipelines.source.resources import history_without_scd2, ocean_tracking
-from pipelines.warehouse.destinations import Target, make_pipeline
-from pipelines.warehouse.locks import WarehouseLockedError, connect_waiting, exclusive_file_lock, locked_error
+from pipelines.warehouse import (
+    SYNC_LOCK_WAIT_SECONDS,
+    count_rows,
+    ensure_geometry_view,
+    loader_session,
+    set_lake_options,
+)
+from pipelines.warehouse.connections import (
+    WarehouseLockedError,
+    connect_waiting,
+    exclusive_file_lock,
+    locked_error,
+)
+from pipelines.warehouse.destinations import (
+    Target,
+    is_postgres,
+    make_pipeline,
+    publish_geometry_view,
+    unreachable,
+)
 from pipelines.warehouse.models import build_models, build_models_in_postgres
-from pipelines.warehouse.postgis import is_postgres, publish_geometry_view, unreachable
-from pipelines.warehouse.store import SYNC_LOCK_WAIT_SECONDS, set_lake_options
-from pipelines.warehouse.tables import count_rows, ensure_geometry_view, loader_session
 
 logger = logging.getLogger(__name__)
 

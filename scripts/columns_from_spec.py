@@ -1,5 +1,5 @@
 """Generate `pipelines/source/api_columns.json`: every column the vendor's OpenAPI spec documents, per table,
-named as `pipelines.api.jsonapi` flattens a resource and typed the dlt way, plus what the live service was
+named as `pipelines.api` flattens a resource and typed the dlt way, plus what the live service was
 seen to send where it departs from the spec (`LIVE_COLUMNS`: live data wins).
 
     python scripts/columns_from_spec.py                 # write the vendored file from ../shared/...
@@ -24,7 +24,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipelines.api.jsonapi import POLYMORPHIC  # noqa: E402  (the script runs from anywhere)
+from pipelines.api import POLYMORPHIC  # noqa: E402  (the script runs from anywhere)
 
 DEFAULT_SPEC = REPO.parent / "shared" / "reference" / "terminal49" / "openapi.json"
 DEFAULT_OUT = REPO / "pipelines" / "extract" / "api_columns.json"

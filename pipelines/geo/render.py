@@ -1,9 +1,9 @@
 """Route maps as PNG: one container's route, or every route at once (matplotlib, Agg backend, no display).
 
 Pure rendering: the callers hand in GeoDataFrames of map features (`features_frame` builds one from the
-`map_features` table) and the land polygons (`pipelines.geo.land.load_land`).
+`map_features` table) and the land polygons (`pipelines.geo.frame.load_land`).
 
-The route-centred frame every map is drawn in is `pipelines.geo.frame`'s.
+The route-centred frame every map is drawn in, the land and the labels' placement are `pipelines.geo.frame`'s.
 
 Both renderers are deterministic: fixed figure size and dpi, fixed drawing order, no timestamps in the
 PNG metadata. They return a `RenderResult` with the extent actually shown, for tests and metadata.
@@ -33,15 +33,21 @@ from matplotlib.patches import PathPatch
 from matplotlib.path import Path as MplPath
 from matplotlib.ticker import FuncFormatter, MultipleLocator
 
-from pipelines.geo.frame import fit_extent, frame_center, lines_in_frame, point_positions, wrap_to_frame
-from pipelines.geo.labels import (
+from pipelines.geo.frame import (
+    ATTRIBUTION,
     OVERVIEW_PORT_OFFSETS,
     PORT_OFFSETS,
     VESSEL_OFFSETS,
     TakenBoxes,
+    fit_extent,
+    frame_center,
+    lines_in_frame,
+    load_land,
     overview_port_labels,
     place_label,
+    point_positions,
     route_port_labels,
+    wrap_to_frame,
 )
 
 ROUTE_FIGSIZE = (10.0, 6.25)  # inches; at ROUTE_DPI -> 1000 x 625 px
@@ -60,7 +66,6 @@ PORT = "#2c3e50"
 VESSEL = "#d62728"
 
 LINE_TYPES = ("past_vessel_locations", "estimated_full_legs", "estimated_partial_leg")
-ATTRIBUTION = "Land: Natural Earth 1:110m (public domain)"
 
 
 @dataclass(frozen=True)
@@ -467,6 +472,4 @@ def render_overview(
 def render_route_with_land(features_gdf: gpd.GeoDataFrame, out_path: str | Path, title: str) -> RenderResult:
     """`render_container_route` over the vendored land outline (read once per process): the unit of work
     of a pool of drawing processes, which cannot be handed the outline cheaply with every map."""
-    from pipelines.geo.land import load_land
-
     return render_container_route(features_gdf, load_land(), out_path, title)

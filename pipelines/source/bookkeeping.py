@@ -67,7 +67,7 @@ from pipelines.errors import (
     RateLimitedError,
 )
 from pipelines.source.map_schedule import due_by_age_sql
-from pipelines.warehouse.extensions import in_memory_config
+from pipelines.warehouse.connections import in_memory_config
 
 # Reading in batches keeps the transient Arrow memory small on a large account.
 READ_BATCH_ROWS = 100_000

@@ -41,8 +41,8 @@ import orjson
 from dlt.common.schema.utils import has_table_seen_data
 from dlt.sources import DltResource, DltSource
 
+from pipelines.api import rows_by_type
 from pipelines.api.client import OceanTrackingClient
-from pipelines.api.jsonapi import rows_by_type
 from pipelines.errors import AuthorizationError, FeatureNotEnabledError, NotFoundError
 from pipelines.geo.features import feature_collections_to_table
 from pipelines.settings import PAGE_SIZE, SOURCE_NAME

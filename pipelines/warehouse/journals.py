@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from pipelines.errors import ConfigurationError
 from pipelines.settings import lock_timeout_seconds
-from pipelines.warehouse.locks import exclusive_file_lock
+from pipelines.warehouse.connections import exclusive_file_lock
 
 SERVER_SCHEMES = ("postgresql://", "postgres://")
 

@@ -11,12 +11,12 @@ and `integer` a `bigint` (SQLite's integers are 64-bit).
   DDL runs under a session advisory lock keyed by the journal (host, port, database and schema: never the
   password), and only when `to_regclass` misses one of its tables (a user without CREATE can use tables made
   for it). The check under the lock is a transaction begun after the lock is held: one begun before it keeps
-  the catalog it cached and would still say "missing" (as `pipelines.api.ratelimit_postgres` found).
+  the catalog it cached and would still say "missing" (as `pipelines.api.ratelimit.PostgresLog` found).
 - **Durable before anyone is told.** Autocommit, so a statement is committed when it returns, with
   `synchronous_commit = on` for the session whatever the server's default: a commit that returned is in the
   server's flushed WAL (what the receiver's 2xx and a write-back intent rely on).
 - **Exclusive work across hosts** (one consumer of notifications, one write-back batch) takes a session
-  advisory lock (`postgres_catalog.advisory_lock`: waits bounded by the lock timeout, naming the holder's
+  advisory lock (`connections.advisory_lock`: waits bounded by the lock timeout, naming the holder's
   process and host), which PostgreSQL releases when the holder's connection ends: a killed pod never leaves
   it held.
 - A connection the server dropped is opened again at the next call (the call that met it fails: the receiver
@@ -43,7 +43,7 @@ import psycopg2.extras
 from pipelines.api.ratelimit import LimiterUrl
 from pipelines.errors import ConfigurationError, redact
 from pipelines.settings import lock_timeout_seconds
-from pipelines.warehouse import postgres_catalog
+from pipelines.warehouse import connections
 
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 CONNECT_TIMEOUT_SECONDS = 10
@@ -187,7 +187,7 @@ class PostgresJournal:
     def _create(self, ddl: list[str]) -> None:
         """The schema and tables, once (see the module docstring), in one transaction."""
         tables = _table_names(ddl)
-        key = postgres_catalog.advisory_key(postgres_catalog.catalog_identity(self.url.reveal(), self.schema),
+        key = connections.advisory_key(connections.catalog_identity(self.url.reveal(), self.schema),
                                             DDL_PURPOSE)
         with self._conn.cursor() as cursor:
             if not _missing(cursor, self.schema, tables):
@@ -238,7 +238,7 @@ class PostgresJournal:
 
     def exclusive(self, purpose: str, what: str, *, timeout: float | None = None) -> AbstractContextManager[None]:
         """A session advisory lock keyed by the journal and `purpose`, on a connection of its own."""
-        return postgres_catalog.advisory_lock(self.url.reveal(), self.schema, what, timeout=timeout,
+        return connections.advisory_lock(self.url.reveal(), self.schema, what, timeout=timeout,
                                               purpose=f"journal {purpose}")
 
     def close(self) -> None:

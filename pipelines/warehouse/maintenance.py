@@ -1,4 +1,5 @@
-"""Keeping a DuckLake small and fast: compaction, snapshot expiry and file cleanup, with figures.
+"""Looking after a DuckLake: maintenance (compaction, snapshot expiry and file cleanup, with figures), and backup
+and restore (`lake maintain`, `lake backup`, `lake restore`).
 
 Every sync commits snapshots, and a merge writes new Parquet files plus delete files for the rows it
 replaced (re-merging unchanged rows grows the lake until maintenance; a DuckDB file stays flat), so
@@ -10,19 +11,53 @@ without maintenance a lake's file count and size grow with every sync. One run, 
    referenced, left by a writer killed mid-commit (`ducklake_delete_orphaned_files`); both only past a
    grace period, so a session that began before this run still finds the files of its snapshot.
 The run holds the writer lock (compaction commits snapshots too); readers go on reading throughout.
+
+Backup and restore of the embedded lake: its SQLite catalog, the data files it references, and the
+write-back journal, as one consistent folder.
+
+A backup is a folder (not an archive: the Parquet files are already compressed, and a folder can be
+checked, synced and copied with ordinary tools):
+
+    DEST/backup.json                what, when and from where (`lake restore` reads it)
+    DEST/catalog.sqlite             the catalog, by sqlite3's online backup API (one consistent copy)
+    DEST/files/<path>               every data and delete file the catalog references, at its path under
+                                    the data path (older snapshots' files included: time travel survives)
+    DEST/writeback_journal.sqlite   the write-back journal, by the same API, when there is one
+
+The copy holds the writer lock, so no sync, model run, publish or maintenance commits or deletes files
+while it runs; readers are not affected. Files the catalog only lists as scheduled for deletion (no
+snapshot needs them) are left out, and so is their listing. A restore puts the three where a process
+with `OCEAN_TRACKING_DATA_DIR=DIR` (or the configured catalog and data path) finds them and points the
+catalog at its new data folder: DuckLake keeps the data path in the catalog (`ducklake_metadata`, key
+`data_path`), and readers attach without one, trusting the catalog.
+
+Only a SQLite catalog with a local data path is covered: a PostgreSQL catalog is backed up with
+`pg_dump`, object-store data with the store's own versioning or replication.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import asdict, dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import duckdb
 
-from pipelines.errors import ConfigurationError
-from pipelines.settings import LAKE_NAME, lake_retention_days
-from pipelines.warehouse.store import WarehouseStore
+from pipelines.errors import ConfigurationError, InputError, PipelineError
+from pipelines.settings import (
+    LAKE_NAME,
+    WRITEBACK_JOURNAL_FILE_NAME,
+    lake_retention_days,
+    lock_timeout_seconds,
+)
+from pipelines.warehouse import WarehouseStore, lake_data_path
 
 # Files scheduled for deletion (or never referenced) are kept this long: a reader whose snapshot is
 # older than the maintenance run may still be scanning them.
@@ -81,8 +116,7 @@ def lake_figures(con: duckdb.DuckDBPyConnection) -> LakeFigures:
             [table, schema],
         ).fetchone()
         files, size = files + count, size + total
-    data_path = con.execute(f"select value from {LAKE_NAME}.options() where option_name = 'data_path'").fetchone()[0]
-    on_disk = con.execute("select count(*) from glob(?)", [data_path.rstrip("/") + "/**/*.parquet"]).fetchone()[0]
+    on_disk = con.execute("select count(*) from glob(?)", [lake_data_path(con).rstrip("/") + "/**/*.parquet"]).fetchone()[0]
     snapshots = con.execute(f"select count(*) from {LAKE_NAME}.snapshots()").fetchone()[0]
     return LakeFigures(files, int(size), on_disk, snapshots)
 
@@ -124,3 +158,233 @@ def maintain_lake(
 def _sum(con: duckdb.DuckDBPyConnection, call: str) -> int:
     """Files processed by a compaction call (its rows: schema, table, files_processed, files_created)."""
     return sum(row[2] for row in con.execute(call).fetchall())
+
+
+MANIFEST = "backup.json"
+CATALOG = "catalog.sqlite"
+FILES = "files"
+FORMAT = 1
+# The catalog tables that name files, each with `path` and `path_is_relative`. A relative data or delete
+# file is under its table's path, a relative table path under its schema's, a schema's under the data path.
+PATH_TABLES = ("ducklake_schema", "ducklake_table", "ducklake_data_file", "ducklake_delete_file")
+
+
+@dataclass(frozen=True)
+class BackupReport:
+    """What a backup or restore copied: data files and their bytes, and whether a journal was there."""
+
+    folder: Path
+    files: int
+    bytes: int
+    journal: bool
+    seconds: float
+
+
+def require_local_sqlite(store: WarehouseStore, action: str) -> Path:
+    """The catalog file of a lake with a SQLite catalog and a local data path; anything else is one line
+    saying what backs it up instead."""
+    if not store.is_lake:
+        raise ConfigurationError(
+            f"{action} works on the DuckLake; {store.place} is a plain DuckDB file: copy it."
+        )
+    if store.catalog_file is None:
+        raise ConfigurationError(
+            f"{action} covers a lake with a SQLite catalog only; this lake's catalog is in PostgreSQL: use "
+            "PostgreSQL's own backups (pg_dump, point-in-time recovery) for the catalog and the bucket's "
+            "(versioning, replication) for the data files."
+        )
+    if "://" in (store.data_path or ""):
+        raise ConfigurationError(
+            f"{action} covers a local data path only; {store.data_path} is in an object store: use its "
+            "versioning or replication for the files, and copy the catalog with sqlite3's .backup."
+        )
+    return store.catalog_file
+
+
+def copy_sqlite(source: Path, target: Path) -> None:
+    """A consistent copy of a live SQLite database (WAL content included) by the online backup API, as
+    one self-contained file (rollback journal, no -wal beside it). Writers to `source` are only held up
+    for the copy's duration by the busy timeout; readers never."""
+    timeout = lock_timeout_seconds()
+    with closing(sqlite3.connect(source, timeout=timeout)) as src, closing(sqlite3.connect(target)) as dst:
+        src.backup(dst)
+        dst.execute("pragma journal_mode = delete")
+
+
+def use_wal(path: Path) -> None:
+    """Put a restored SQLite file back in WAL mode, as its owners create it: a read-only DuckLake attach
+    asks for WAL and cannot switch a file that is not in WAL already."""
+    with closing(sqlite3.connect(path)) as con:
+        con.execute("pragma journal_mode = wal")
+
+
+def referenced_files(catalog: sqlite3.Connection, data_path: str) -> Iterator[str]:
+    """The path, relative to `data_path`, of every data and delete file the catalog references (current
+    and older snapshots). A file outside the data path cannot be carried along: one line saying so."""
+    root = data_path.rstrip("/") + "/"
+
+    def under_root(path: str, relative: int, parent: str) -> str:
+        full = parent + path if relative else path
+        if not full.startswith(root):
+            raise PipelineError(
+                f"The lake references {full}, outside its data path {root}: copy it yourself."
+            )
+        return full
+
+    schemas = {
+        schema_id: under_root(path, relative, root)
+        for schema_id, path, relative in catalog.execute(
+            "select schema_id, path, path_is_relative from ducklake_schema"
+        )
+    }
+    tables = {
+        table_id: under_root(path, relative, schemas[schema_id])
+        for table_id, schema_id, path, relative in catalog.execute(
+            "select table_id, schema_id, path, path_is_relative from ducklake_table"
+        )
+    }
+    for kind in ("ducklake_data_file", "ducklake_delete_file"):
+        for table_id, path, relative in catalog.execute(
+            f"select table_id, path, path_is_relative from {kind}"
+        ):
+            yield under_root(path, relative, tables[table_id])[len(root) :]
+
+
+def catalog_data_path(catalog: sqlite3.Connection) -> str:
+    """The data path a DuckLake catalog names (`ducklake_metadata`, key `data_path`, lake-wide scope)."""
+    row = catalog.execute(
+        "select value from ducklake_metadata where key = 'data_path' and scope is null"
+    ).fetchone()
+    if row is None:
+        raise InputError(
+            "The catalog names no data path (ducklake_metadata.data_path): is it a DuckLake catalog?"
+        )
+    return row[0]
+
+
+def point_catalog_at(catalog: sqlite3.Connection, data_path: str) -> None:
+    """Move a catalog to a new data folder: its `data_path`, and the prefix of any absolute path under
+    the old one (DuckLake writes relative paths; files added by path can be absolute)."""
+    old = catalog_data_path(catalog)
+    catalog.execute(
+        "update ducklake_metadata set value = ? where key = 'data_path' and scope is null", [data_path]
+    )
+    for table in (*PATH_TABLES, "ducklake_files_scheduled_for_deletion"):
+        catalog.execute(
+            f"update {table} set path = ? || substr(path, length(?) + 1) "
+            "where path_is_relative = 0 and substr(path, 1, length(?)) = ?",
+            [data_path, old, old, old],
+        )
+    catalog.commit()
+
+
+def _copy_files(names: list[str], source: Path, target: Path) -> int:
+    size = 0
+    for name in names:
+        destination = target / name
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copy2(source / name, destination)
+        except FileNotFoundError:
+            raise PipelineError(
+                f"{source / name} is referenced by the catalog but missing: the lake is damaged."
+            ) from None
+        size += destination.stat().st_size
+    return size
+
+
+def backup_lake(store: WarehouseStore, destination: Path, *, journal: Path) -> BackupReport:
+    """Copy the lake (catalog, referenced files) and the write-back `journal` into the new folder
+    `destination`, under the writer lock. Written into `<destination>.partial` and renamed at the end,
+    so a folder named like the backup is always a whole one."""
+    started = datetime.now(UTC)
+    catalog_file = require_local_sqlite(store, "lake backup")
+    store.require_exists()
+    if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
+        raise InputError(
+            f"{destination} exists and is not an empty folder: name a new folder for the backup."
+        )
+    partial = destination.with_name(destination.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    (partial / FILES).mkdir(parents=True)
+    try:
+        with store.writing():
+            copy_sqlite(catalog_file, partial / CATALOG)
+            with closing(sqlite3.connect(partial / CATALOG)) as catalog:
+                data_path = catalog_data_path(catalog)
+                names = sorted(set(referenced_files(catalog, data_path)))
+                catalog.execute("delete from ducklake_files_scheduled_for_deletion")  # no snapshot needs them
+                catalog.commit()
+            size = _copy_files(names, Path(data_path), partial / FILES)
+            has_journal = journal.exists()
+            if has_journal:
+                copy_sqlite(journal, partial / WRITEBACK_JOURNAL_FILE_NAME)
+        manifest = {
+            "format": FORMAT, "created_at": started.isoformat(), "catalog": str(catalog_file),
+            "data_path": data_path, "journal": str(journal) if has_journal else None, "files": len(names),
+            "bytes": size, "duckdb": duckdb.__version__,
+        }  # fmt: skip
+        (partial / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        if destination.exists():
+            destination.rmdir()  # empty, checked above
+        partial.rename(destination)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    seconds = (datetime.now(UTC) - started).total_seconds()
+    return BackupReport(destination, len(names), size, has_journal, seconds)
+
+
+def read_manifest(source: Path) -> dict:
+    """The manifest of a backup folder made by `backup_lake`; one line when `source` is not one."""
+    try:
+        manifest = json.loads((source / MANIFEST).read_text())
+    except (OSError, ValueError):
+        raise InputError(
+            f"{source} is not a lake backup (no readable {MANIFEST}): name a folder `lake backup` made."
+        ) from None
+    if manifest.get("format") != FORMAT or not (source / CATALOG).is_file():
+        raise InputError(f"{source} is not a lake backup of format {FORMAT} (or its {CATALOG} is missing).")
+    return manifest
+
+
+def restore_lake(source: Path, store: WarehouseStore, *, journal: Path) -> BackupReport:
+    """Put a backup's catalog, files and journal where `store` and `journal` say, and point the catalog
+    at the store's data folder. Refuses to overwrite anything: the lake, its data folder and the journal
+    must not exist yet (or the folder be empty). What it copied is removed again when it fails."""
+    started = datetime.now(UTC)
+    catalog_file = require_local_sqlite(store, "lake restore")
+    manifest = read_manifest(source)
+    data = Path(store.data_path)
+    if store.exists():
+        raise ConfigurationError(
+            f"A lake exists at {catalog_file}: restore into an empty data dir (--data-dir)."
+        )
+    if data.exists() and any(data.iterdir()):
+        raise ConfigurationError(f"{data} already holds files: restore into an empty data dir (--data-dir).")
+    if manifest["journal"] and journal.exists():
+        raise ConfigurationError(f"A write-back journal exists at {journal}: restore into an empty data dir.")
+    written: list[Path] = []
+    try:
+        catalog_file.parent.mkdir(parents=True, exist_ok=True)
+        staged = catalog_file.with_name(catalog_file.name + ".restoring")
+        written.append(staged)
+        shutil.copy2(source / CATALOG, staged)
+        with closing(sqlite3.connect(staged)) as catalog:
+            names = sorted(set(referenced_files(catalog, catalog_data_path(catalog))))
+            point_catalog_at(catalog, store.data_path)
+        written += [data / name for name in names]
+        size = _copy_files(names, source / FILES, data)
+        if manifest["journal"]:
+            journal.parent.mkdir(parents=True, exist_ok=True)
+            written.append(journal)
+            shutil.copy2(source / WRITEBACK_JOURNAL_FILE_NAME, journal)
+            use_wal(journal)
+        use_wal(staged)
+        os.replace(staged, catalog_file)  # last: the lake exists only once it is whole
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
+    seconds = (datetime.now(UTC) - started).total_seconds()
+    return BackupReport(source, len(names), size, bool(manifest["journal"]), seconds)

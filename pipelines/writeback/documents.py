@@ -42,7 +42,7 @@ import requests
 from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import ApiError, MalformedResponseError
 from pipelines.settings import DATASET_NAME, PAGE_SIZE
-from pipelines.writeback.inputs import MANIFEST_COLUMNS, cell, read_rows
+from pipelines.writeback import MANIFEST_COLUMNS, cell, read_rows
 from pipelines.writeback.ref_numbers import resolve_target
 from pipelines.writeback.store import WritebackStore, error_summary
 
@@ -128,7 +128,7 @@ def items_from_source(source: str | Path, con: duckdb.DuckDBPyConnection | None 
     """A folder (every file in it, named after itself; subfolders are not entered) or a manifest CSV/table
     with columns `file`, `name`, and optionally `shipment_id`/`bill_of_lading_number`/`container_id`/
     `container_number` (numbers resolved in the warehouse, in the account's `dataset`); the manifest is read and checked by
-    `inputs.read_rows` (`InputError` for an unexpected column or a formula-like value).
+    `read_rows` (`InputError` for an unexpected column or a formula-like value).
 
     Every file must resolve inside `root`: by default the folder itself, or the manifest's folder (the
     working directory for a table), against which relative manifest paths are read. A symlink leading out

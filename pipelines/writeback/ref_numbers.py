@@ -28,8 +28,15 @@ import duckdb
 from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import ApiError, MalformedResponseError
 from pipelines.settings import DATASET_NAME
-from pipelines.writeback.inputs import FIRST_ROW, REF_NUMBER_COLUMNS, cell, check_columns, is_uuid, split_list
-from pipelines.writeback.lookups import resolve_in_warehouse
+from pipelines.writeback import (
+    FIRST_ROW,
+    REF_NUMBER_COLUMNS,
+    cell,
+    check_columns,
+    is_uuid,
+    resolve_in_warehouse,
+    split_list,
+)
 from pipelines.writeback.store import WritebackStore, error_summary
 
 PATCHED, UNCHANGED, WOULD_PATCH, INVALID, FAILED = "patched", "unchanged", "would_patch", "invalid", "failed"

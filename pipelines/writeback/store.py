@@ -44,8 +44,8 @@ from pipelines.settings import (
     writeback_journal_location,
     writeback_journal_path,
 )
+from pipelines.warehouse import WarehouseStore
 from pipelines.warehouse.journals import is_server_location, open_backend
-from pipelines.warehouse.store import WarehouseStore
 
 SCHEMA = WRITEBACK_SCHEMA
 ACCEPTED, PENDING, UNKNOWN = "accepted", "pending", "unknown"  # the outcomes that hold a number (`held_numbers`)
@@ -261,7 +261,7 @@ class WritebackStore:
     def publish(self, warehouse: WarehouseStore) -> dict[str, int]:
         """Copy the journal's tables into the account's warehouse schema (`writeback`, a named account's
         `writeback_<account>`) for analysts (upload URLs left out), replacing the previous copy in one
-        transaction; rows per table. Waits while another process writes the warehouse (see `pipelines.warehouse.locks`)."""
+        transaction; rows per table. Waits while another process writes the warehouse (see `pipelines.warehouse.connections`)."""
         tables = {}
         for name in PUBLISHED_TABLES:
             cursor = self._db.execute(f"select * from {self._schema}.{name}")

@@ -22,8 +22,7 @@ from assets.webhooks import (
 )
 from pipelines.settings import webhook_journal_path
 from pipelines.webhooks.journal import NotificationJournal
-from pipelines.webhooks.receiver import ReceiverThread
-from pipelines.webhooks.registration import register_webhook
+from pipelines.webhooks.receiver import ReceiverThread, register_webhook
 from tests.support.dagster import sandbox_resources
 from tests.support.notifications import body, notification
 from tests.support.sandboxes import FROZEN_WORLD, advance_clock

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import requests
 
-from pipelines.api.accounts import account_named, configured_accounts
+from pipelines.api import account_named, configured_accounts
 from pipelines.api.config import key_fingerprint, load_settings
 from pipelines.errors import ConfigurationError
 from pipelines.settings import Account
@@ -132,7 +132,7 @@ def test_a_dataset_refuses_another_accounts_key_before_extracting_and_a_rejected
 
 _HOLD_SYNC_LOCK = """
 import select, sys
-from pipelines.warehouse.store import WarehouseStore
+from pipelines.warehouse import WarehouseStore
 
 with WarehouseStore(catalog=sys.argv[2], data_path=sys.argv[3]).syncing(sys.argv[4]):
     print("held", flush=True)

@@ -14,8 +14,8 @@ import pytest
 from assets.ingest import ocean_tracking_assets
 from assets.models import model_assets
 from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
+from pipelines.warehouse import table_row_counts
 from pipelines.warehouse.models import project_models
-from pipelines.warehouse.tables import table_row_counts
 from tests.support.dagster import sandbox_resources
 from tests.support.lakes import lake_in
 from tests.support.sandboxes import (

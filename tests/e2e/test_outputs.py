@@ -10,7 +10,7 @@ import pytest
 import shapely
 from deltalake import DeltaTable
 
-from pipelines.geo.geoparquet import GeoParquetExport, export_map_features_geoparquet
+from pipelines.geo import GeoParquetExport, export_map_features_geoparquet
 from pipelines.sync import sync_account
 from pipelines.warehouse.destinations import lake_target
 from tests.support.sandboxes import FULL_KEY, api_total

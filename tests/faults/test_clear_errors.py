@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from pipelines.warehouse.store import duckdb_store
+from pipelines.warehouse import duckdb_store
 from tests.support.holders import hold_duckdb, hold_lake, release
 from tests.support.lakes import lake_in
 from tests.support.sandboxes import FROZEN_WORLD, FULL_KEY, FULL_KEY_2, api_total, requests_served

@@ -15,8 +15,7 @@ from dlt.pipeline.exceptions import PipelineStepFailed
 
 from pipelines.cli import interrupting_signal
 from pipelines.errors import ModelBuildError
-from pipelines.warehouse import models
-from pipelines.warehouse.store import duckdb_store
+from pipelines.warehouse import duckdb_store, models
 from tests.support.sandboxes import FROZEN_WORLD, requests_served
 from tests.support.syncs import cli_env, sync_command
 

@@ -82,7 +82,7 @@ def test_in_memory_duckdbs_spilling_at_once_each_spill_into_a_folder_of_their_ow
 def test_the_models_in_memory_database_spills_into_a_folder_of_its_own_and_a_file_beside_itself():
     from types import SimpleNamespace
 
-    from pipelines.warehouse.dbt_duckdb import Plugin
+    from pipelines.warehouse.models import Plugin
 
     plugin = Plugin("offline", {})
     in_memory, in_a_file = {}, {}
@@ -96,7 +96,7 @@ def test_the_models_in_memory_database_spills_into_a_folder_of_its_own_and_a_fil
 
 def test_our_spill_folders_leave_dlt_unimported():
     # a lake session, the Dagster sensors and checks open DuckDB without dlt: the spill folder must not bring it
-    probe = "import sys; from pipelines.warehouse.extensions import in_memory_config; in_memory_config(); print('dlt' in sys.modules)"
+    probe = "import sys; from pipelines.warehouse.connections import in_memory_config; in_memory_config(); print('dlt' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "False"
 

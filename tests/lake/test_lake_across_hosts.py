@@ -28,7 +28,7 @@ from pipelines.settings import (
     LIMITER_URL_ENV,
     LOCK_TIMEOUT_ENV,
 )
-from pipelines.warehouse.store import WarehouseStore, ducklake_store
+from pipelines.warehouse import WarehouseStore, ducklake_store
 from tests.support.holders import hold_lake, release
 from tests.support.sandboxes import FULL_KEY, REPO, SANDBOX_START, api_total
 from tests.support.syncs import cli_env

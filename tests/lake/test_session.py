@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.settings import ACCOUNTS_ENV, LAKE_NAME
-from pipelines.warehouse.extensions import BUNDLED, bundled_extension_path, offline_connection
+from pipelines.warehouse.connections import BUNDLED, bundled_extension_path, offline_connection
 from tests.support.lakes import copy_lake, lake_in
 from tests.support.sandboxes import advance_clock
 from tests.support.syncs import cli_env

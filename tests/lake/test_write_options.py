@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 from pipelines.settings import LAKE_NAME
-from pipelines.warehouse.store import LAKE_WRITE_OPTIONS
+from pipelines.warehouse import LAKE_WRITE_OPTIONS
 from tests.support.lakes import lake_in
 
 ROW_GROUP_ROWS = 10_000

@@ -15,8 +15,14 @@ import pytest
 import shapely
 
 from assets.maps import containers_at_sea, route_files
-from pipelines.geo.frame import frame_center, line_runs, lines_in_frame, point_positions, seam_longitude
-from pipelines.geo.land import load_land
+from pipelines.geo.frame import (
+    frame_center,
+    line_runs,
+    lines_in_frame,
+    load_land,
+    point_positions,
+    seam_longitude,
+)
 from pipelines.geo.render import features_frame, render_container_route, render_overview
 from tests.support.dagster import map_metadata, materialize_maps, query_rows, warehouse_resource
 from tests.support.lakes import lake_in

@@ -13,9 +13,7 @@ import pytest
 import shapely
 
 from assets.maps import OVERVIEW_COLUMNS, containers_at_sea, read_map_features, route_title
-from pipelines.geo.frame import frame_center, lines_in_frame
-from pipelines.geo.labels import overview_port_labels
-from pipelines.geo.land import load_land
+from pipelines.geo.frame import frame_center, lines_in_frame, load_land, overview_port_labels
 from pipelines.geo.render import render_container_route, render_overview
 from tests.support.dagster import map_metadata, query_rows
 

@@ -18,8 +18,7 @@ import shapely
 import assets.maps
 from assets.maps import containers_at_sea, read_map_features, route_files
 from assets.resources import Warehouse
-from pipelines.geo.frame import central_longitude, lines_in_frame, wrap_to_frame
-from pipelines.geo.land import LAND_PATH, load_land
+from pipelines.geo.frame import LAND_PATH, central_longitude, lines_in_frame, load_land, wrap_to_frame
 from pipelines.geo.render import (
     OVERVIEW_DPI,
     OVERVIEW_FIGSIZE,
@@ -27,7 +26,7 @@ from pipelines.geo.render import (
     ROUTE_FIGSIZE,
     render_container_route,
 )
-from pipelines.warehouse.backup import backup_lake, restore_lake
+from pipelines.warehouse.maintenance import backup_lake, restore_lake
 from tests.support.dagster import map_metadata, materialize_maps, query_rows, warehouse_resource
 from tests.support.lakes import lake_in
 

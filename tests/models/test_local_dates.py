@@ -13,8 +13,8 @@ from zoneinfo import ZoneInfo
 import duckdb
 import pytest
 
+from pipelines.warehouse import duckdb_store
 from pipelines.warehouse.models import dbt_args, dbt_vars, run_dbt
-from pipelines.warehouse.store import duckdb_store
 from tests.support.dagster import APP_URL, reference_terminals_csv
 
 

@@ -23,8 +23,8 @@ import assets.models
 from assets.models import ManifestMissingError, analytics_models
 from assets.resources import OCEAN_TRACKING_POOL
 from pipelines.errors import ModelBuildError
+from pipelines.warehouse import duckdb_store
 from pipelines.warehouse.models import MODELS_DIR, build_models, dbt_args, dbt_vars, project_models, run_dbt
-from pipelines.warehouse.store import duckdb_store
 from tests.support.dagster import (
     APP_URL,
     BuiltWarehouse,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.api.jsonapi import rows_by_type
+from pipelines.api import rows_by_type
 from pipelines.errors import MalformedResponseError
 from tests.support.scripted import TEST_KEY, Reply
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipelines.api.jsonapi import flatten_document, flatten_resource, rows_by_type
+from pipelines.api import flatten_document, flatten_resource, rows_by_type
 from pipelines.errors import MalformedResponseError
 from tests.support.scripted import load_fixture
 

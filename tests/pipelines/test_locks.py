@@ -11,7 +11,7 @@ import time
 import duckdb
 import pytest
 
-from pipelines.warehouse.locks import WarehouseLockedError, connect_waiting
+from pipelines.warehouse.connections import WarehouseLockedError, connect_waiting
 from tests.support.holders import hold_duckdb, hold_lake
 from tests.support.lakes import lake_in
 
@@ -22,7 +22,7 @@ def test_waits_for_the_holder_and_says_who_it_is(tmp_path, caplog):
     duckdb.connect(str(path)).close()
     holder = hold_duckdb(path, 2.0)
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="pipelines.warehouse.locks"):
+    with caplog.at_level(logging.WARNING, logger="pipelines.warehouse.connections"):
         con = connect_waiting(path, timeout=30)
     waited = time.monotonic() - started
     con.close()
@@ -53,7 +53,7 @@ def test_a_lake_writer_waits_for_the_writer_before_it_and_says_who_it_is(tmp_pat
     lake = lake_in(tmp_path / "data")
     holder = hold_lake(lake, 2.0)
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="pipelines.warehouse.locks"), lake.writing():
+    with caplog.at_level(logging.WARNING, logger="pipelines.warehouse.connections"), lake.writing():
         waited = time.monotonic() - started
     holder.wait(10)
     assert waited > 0.5  # it really waited for the other process

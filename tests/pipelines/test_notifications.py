@@ -1,4 +1,4 @@
-"""From webhook notifications to a targeted refresh's documents (`pipelines.extract.notifications`): complete
+"""From webhook notifications to a targeted refresh's documents (`pipelines.webhooks`): complete
 payloads become documents, incomplete ones a GET, newer wins, older never regresses. The resources are the
 sandbox world's renders, the same the REST API and the sandbox's webhooks send."""
 
@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pipelines.api.jsonapi import flatten_resource, rows_by_type
-from pipelines.extract.notifications import Notice, is_complete, plan_batch, shipments_named, version_key
+from pipelines.api import flatten_resource, rows_by_type
+from pipelines.webhooks import Notice, is_complete, plan_batch, shipments_named, version_key
 from sandbox.world import World
 
 NOW = datetime(2026, 11, 20, tzinfo=UTC)

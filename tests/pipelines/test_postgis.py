@@ -15,9 +15,9 @@ import pytest
 import shapely
 
 from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
+from pipelines.warehouse import table_row_counts
+from pipelines.warehouse.destinations import GEO_VIEW, publish_geometry_view
 from pipelines.warehouse.models import project_models, staging_schema
-from pipelines.warehouse.postgis import GEO_VIEW, publish_geometry_view
-from pipelines.warehouse.tables import table_row_counts
 from tests.support.lakes import lake_in
 from tests.support.postgres import free_port
 from tests.support.sandboxes import FULL_KEY, GENEROUS_LIMITS, SANDBOX_START
@@ -66,7 +66,7 @@ def test_without_postgis_the_geometries_stay_wkb_and_say_so(postgres_database, t
     postgres_database.query("drop extension postgis")
     pipeline = _load_features(postgres_database, tmp_path)
 
-    with caplog.at_level(logging.WARNING, logger="pipelines.warehouse.postgis"):
+    with caplog.at_level(logging.WARNING, logger="pipelines.warehouse.destinations"):
         assert publish_geometry_view(pipeline, "ocean_tracking") is False
 
     [record] = caplog.records

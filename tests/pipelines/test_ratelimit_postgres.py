@@ -9,8 +9,7 @@ import traceback
 
 import pytest
 
-from pipelines.api.ratelimit import LimiterUrl, SlidingWindowLimiter
-from pipelines.api.ratelimit_postgres import TABLE, LimiterDatabaseError
+from pipelines.api.ratelimit import TABLE, LimiterDatabaseError, LimiterUrl, SlidingWindowLimiter
 from pipelines.errors import ConfigurationError, PipelineError
 from tests.support.holders import start_at_once
 from tests.support.postgres import free_port

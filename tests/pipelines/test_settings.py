@@ -13,8 +13,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from pipelines.api.ratelimit import LimiterUrl
-from pipelines.api.ratelimit_postgres import TABLE
+from pipelines.api.ratelimit import TABLE, LimiterUrl
 from pipelines.errors import ConfigurationError
 from pipelines.settings import (
     API_KEY_ENV,

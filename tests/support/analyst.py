@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from pipelines.warehouse.store import WarehouseStore
+from pipelines.warehouse import WarehouseStore
 
 QUERY = """
 select

@@ -13,8 +13,7 @@ import dagster as dg
 from assets.maps import map_assets
 from assets.models import model_assets
 from assets.resources import OceanTrackingApi, Warehouse
-from pipelines.warehouse.store import WarehouseStore
-from pipelines.warehouse.tables import table_exists
+from pipelines.warehouse import WarehouseStore, table_exists
 from tests.support.lakes import lake_in
 from tests.support.sandboxes import FULL_KEY, shared_dir
 

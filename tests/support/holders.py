@@ -21,7 +21,7 @@ select.select([sys.stdin], [], [], float(sys.argv[1]))
 """
 _HOLD_LAKE = """
 import select, sys
-from pipelines.warehouse.store import WarehouseStore
+from pipelines.warehouse import WarehouseStore
 
 store = WarehouseStore(catalog=sys.argv[2], data_path=sys.argv[3])
 if sys.argv[4] == "rw":

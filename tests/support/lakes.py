@@ -10,8 +10,8 @@ from contextlib import closing
 from pathlib import Path
 
 from pipelines.settings import DUCKLAKE_DIR_NAME
-from pipelines.warehouse.backup import point_catalog_at
-from pipelines.warehouse.store import WarehouseStore, default_lake_in
+from pipelines.warehouse import WarehouseStore, default_lake_in
+from pipelines.warehouse.maintenance import point_catalog_at
 
 # Files a reader may create or touch beside a catalog without changing the lake: SQLite's WAL and shared
 # memory, and the lock files writers take.

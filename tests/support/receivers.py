@@ -10,7 +10,7 @@ from pathlib import Path
 import requests
 
 from pipelines.settings import WEBHOOK_PATH, WEBHOOK_SIGNATURE_HEADER
-from pipelines.webhooks.signing import signature
+from pipelines.webhooks import signature
 
 SECRET = "whsec_test_4f1d2c3b5a6e7f8091a2b3c4"  # the webhook secret the receivers under test verify with
 

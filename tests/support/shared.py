@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.warehouse.locks import exclusive_file_lock
+from pipelines.warehouse.connections import exclusive_file_lock
 from tests.support.lakes import fingerprint
 
 BUILT = ".built.json"  # in a finished state's folder: the fingerprint of what was built

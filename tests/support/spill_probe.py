@@ -36,8 +36,8 @@ def sort_needs_disk() -> bool:
 
 def main(data_dir: Path) -> None:
     """Spill from one of our connections and from one of dlt's lake connections at once."""
+    from pipelines.warehouse.connections import offline_connection
     from pipelines.warehouse.destinations import ducklake_target, make_pipeline
-    from pipelines.warehouse.extensions import offline_connection
     from tests.support.lakes import lake_in
 
     pipeline = make_pipeline(ducklake_target(lake_in(data_dir)), data_dir / "dlt")

@@ -7,7 +7,7 @@ import duckdb
 import pytest
 
 from pipelines.errors import InputError
-from pipelines.writeback.inputs import (
+from pipelines.writeback import (
     MANIFEST_COLUMNS,
     REF_NUMBER_COLUMNS,
     TRACKING_REQUEST_COLUMNS,
@@ -16,7 +16,7 @@ from pipelines.writeback.inputs import (
     read_rows,
     split_list,
 )
-from pipelines.writeback.tracking_rows import iso6346_valid, parse_tracking_rows
+from pipelines.writeback.tracking_requests import iso6346_valid, parse_tracking_rows
 
 CARRIERS = {
     "MAEU": {"bill_of_lading_tracking_support": True, "container_number_tracking_support": True},

@@ -11,10 +11,10 @@ import duckdb
 import pytest
 import requests
 
+from pipelines.cli import commands as cli_commands
 from pipelines.cli import main
 from pipelines.errors import InputError
-from pipelines.writeback import cli as writeback_cli
-from pipelines.writeback.inputs import REF_NUMBER_COLUMNS, read_rows
+from pipelines.writeback import REF_NUMBER_COLUMNS, read_rows
 from pipelines.writeback.ref_numbers import merge_refs, patch_ref_numbers
 from tests.support.sandboxes import FULL_KEY, api_get, routes
 from tests.support.syncs import make_client, sync_once
@@ -129,7 +129,7 @@ def test_missing_ref_numbers_column_is_refused_before_any_request(server, client
 def test_dry_run_prints_before_and_after_and_sends_no_patch(server, tmp_path, capsys, monkeypatch):
     # one table row per line: the console's width is fixed when it is made if COLUMNS was set then (a pytest
     # worker sets it), so the width is set on the console itself
-    monkeypatch.setattr(writeback_cli.console, "_width", 300)
+    monkeypatch.setattr(cli_commands.console, "_width", 300)
     shipment, live = shipment_with_refs(server)
     batch = tmp_path / "refs.csv"
     batch.write_text(f"shipment_id,ref_numbers\n{shipment},DRY-1;{live[0]}\n")

@@ -151,7 +151,7 @@ def test_dry_run_from_a_warehouse_table_sends_nothing(server, client, store, lak
                     "ref_numbers varchar[], customer_name varchar)")
         con.execute("insert into batch values ('WBDRY001', 'bill_of_lading', 'MAEU', ['A', 'B'], 'Dry Run Ltd'), "
                     "('', 'bill_of_lading', 'MAEU', [], null)")
-    from pipelines.writeback.inputs import read_rows
+    from pipelines.writeback import read_rows
 
     with lake.connect(read_only=True) as con:  # as a batch reads it: the warehouse, read-only
         report = create_tracking_requests(read_rows("batch", con), client, store, dry_run=True)

@@ -23,9 +23,9 @@ from pipelines.settings import (
     Account,
     webhook_journal_path,
 )
+from pipelines.webhooks import load_webhook_secret
 from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread
-from pipelines.webhooks.signing import load_webhook_secret
 from tests.support.accounts import ACCOUNTS, OTHER_ACCOUNT_KEY, accounts_env
 from tests.support.notifications import body, notification
 from tests.support.postgres import free_port

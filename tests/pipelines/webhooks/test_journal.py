@@ -21,7 +21,7 @@ import pytest
 import pipelines.warehouse
 from pipelines.errors import ConfigurationError, InputError
 from pipelines.settings import WEBHOOK_JOURNAL_ENV, Account
-from pipelines.warehouse.locks import WarehouseLockedError
+from pipelines.warehouse.connections import WarehouseLockedError
 from pipelines.webhooks.journal import POSTGRES_SCHEMA, Notification, NotificationJournal
 from tests.support.holders import start_at_once
 from tests.support.notifications import body, notification

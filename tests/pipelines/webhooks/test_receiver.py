@@ -26,9 +26,9 @@ from pipelines.settings import (
     WEBHOOK_SECRET_ENV,
     WEBHOOK_SIGNATURE_HEADER,
 )
+from pipelines.webhooks import signature
 from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread
-from pipelines.webhooks.signing import signature
 from tests.support.notifications import body, notification
 from tests.support.receivers import SECRET, Receiver, wait_until_up
 

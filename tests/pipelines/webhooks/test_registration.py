@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import tomlkit
 
+from pipelines.cli import commands as cli_commands
 from pipelines.cli import main
 from pipelines.errors import ConfigurationError
-from pipelines.webhooks import cli as webhooks_cli
-from pipelines.webhooks.registration import CATALOG_EVENTS, Registration, register_webhook, store_secret
-from pipelines.webhooks.signing import WebhookSecret
+from pipelines.webhooks import WebhookSecret
+from pipelines.webhooks.receiver import CATALOG_EVENTS, Registration, register_webhook, store_secret
 from tests.support.scripted import Reply
 
 SECRET = "whsec_registered_0a1b2c3d4e5f"
@@ -76,7 +76,7 @@ def test_register_prints_one_line_without_the_secret(tmp_path: Path, monkeypatch
         seen.update(url=url, events=events)
         return Registration("wh-1", url, ("container.updated", "container.created"), True, WebhookSecret(SECRET))
 
-    monkeypatch.setattr(webhooks_cli, "register_webhook", fake_register)
+    monkeypatch.setattr(cli_commands, "register_webhook", fake_register)
     monkeypatch.setenv("RUNTIME__LOG_LEVEL", "ERROR")  # main() would set it for the rest of the session
     code = main(["webhooks", "register", "--url", URL, "--events", "container.updated,container.created",
                  "--secrets-file", str(path), "--api-key", "t49-test-key"])

@@ -1,6 +1,8 @@
 """The command line, `python -m pipelines` (or `ocean-tracking`): `sync` extracts an account into a
 destination and builds the analytics models; `refresh` loads only what webhook notifications name, or the
-route maps a budget allows; the write-back commands change the account; `webhooks` receives notifications.
+route maps a budget allows; the write-back commands change the account; `webhooks` receives notifications;
+`lake` opens an analyst's session on the lake, backs it up, restores, migrates and maintains it. Here are
+`main`, the parser, `sync` and `refresh`; the other command groups are in `pipelines.cli.commands`.
 
 Errors the user can act on are one line on stderr, exit code 2, no traceback (`--debug` shows it); Ctrl-C
 and SIGTERM are one line too, exit code 130 or 143.
@@ -28,12 +30,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from pipelines.api.accounts import account_named
+from pipelines.api import account_named
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import Settings, load_settings
+from pipelines.cli.commands import register_lake, register_webhooks, register_writeback
 from pipelines.errors import ConfigurationError, PipelineError
-from pipelines.geo.geoparquet import export_map_features_geoparquet
-from pipelines.lake_cli import register as register_lake
+from pipelines.geo import export_map_features_geoparquet
 from pipelines.refresh import refresh_from_notifications, refresh_maps
 from pipelines.settings import (
     ACCOUNTS_ENV,
@@ -49,11 +51,8 @@ from pipelines.settings import (
 from pipelines.source.bookkeeping import raise_if_excessive
 from pipelines.source.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
 from pipelines.sync import SyncResult, sync_account
-from pipelines.warehouse.destinations import Target, resolve_target
-from pipelines.warehouse.postgis import GEO_VIEW
-from pipelines.webhooks.cli import register as register_webhooks
+from pipelines.warehouse.destinations import GEO_VIEW, Target, resolve_target
 from pipelines.webhooks.journal import NotificationJournal
-from pipelines.writeback.cli import register as register_writeback
 
 console = Console()
 errors = Console(stderr=True)
