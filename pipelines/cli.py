@@ -35,6 +35,7 @@ from pipelines.errors import ConfigurationError, PipelineError
 from pipelines.extract.item_issues import raise_if_excessive
 from pipelines.extract.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
 from pipelines.geo.geoparquet import export_map_features_geoparquet
+from pipelines.journals.notifications import NotificationJournal
 from pipelines.lake_cli import register as register_lake
 from pipelines.refresh import refresh_from_notifications, refresh_maps
 from pipelines.settings import (
@@ -52,7 +53,6 @@ from pipelines.sync import SyncResult, sync_account
 from pipelines.warehouse.destinations import Target, resolve_target
 from pipelines.warehouse.postgis import GEO_VIEW
 from pipelines.webhooks.cli import register as register_webhooks
-from pipelines.webhooks.journal import NotificationJournal
 from pipelines.writeback.cli import register as register_writeback
 
 console = Console()

@@ -36,9 +36,9 @@ from pipelines.extract.notifications import (
     version_key,
 )
 from pipelines.extract.source import SHIPMENT_INCLUDES, ocean_tracking
+from pipelines.journals.notifications import NotificationJournal
 from pipelines.sync import Loaded, load_account
 from pipelines.warehouse.destinations import Target, make_pipeline
-from pipelines.webhooks.journal import NotificationJournal
 
 logger = logging.getLogger(__name__)
 

@@ -27,6 +27,8 @@ from pipelines.api.accounts import account_named
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.errors import ConfigurationError
+from pipelines.journals import describe
+from pipelines.journals.notifications import NotificationJournal
 from pipelines.settings import (
     ACCOUNTS_ENV,
     API_KEY_ENV,
@@ -40,8 +42,6 @@ from pipelines.settings import (
     Account,
     webhook_journal_location,
 )
-from pipelines.warehouse.journals import describe
-from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import serve
 from pipelines.webhooks.registration import register_webhook, store_secret
 from pipelines.webhooks.signing import load_webhook_secret

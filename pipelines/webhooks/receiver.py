@@ -33,6 +33,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from pipelines.errors import InputError, PipelineError
+from pipelines.journals.notifications import NotificationJournal
 from pipelines.settings import (
     WEBHOOK_HEARTBEAT_SECONDS,
     WEBHOOK_MAX_BODY_BYTES,
@@ -40,7 +41,6 @@ from pipelines.settings import (
     WEBHOOK_SIGNATURE_HEADER,
     Account,
 )
-from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.signing import WebhookSecret, valid_signature
 
 logger = logging.getLogger(__name__)

@@ -20,6 +20,7 @@ from rich.table import Table
 from pipelines.api.accounts import account_named
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
+from pipelines.journals.writes import writeback_session
 from pipelines.settings import ACCOUNTS_ENV, API_KEY_ENV, DESTINATION_ENV
 from pipelines.warehouse.store import embedded_store
 from pipelines.writeback import documents, ref_numbers, tracking_requests
@@ -32,7 +33,6 @@ from pipelines.writeback.inputs import (
     read_rows,
 )
 from pipelines.writeback.ref_numbers import patch_ref_numbers
-from pipelines.writeback.store import writeback_session
 from pipelines.writeback.tracking_requests import create_tracking_requests
 from pipelines.writeback.tracking_rows import REQUEST_TYPES
 

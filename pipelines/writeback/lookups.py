@@ -10,8 +10,8 @@ import duckdb
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import ApiError, WriteOutcomeUnknownError
+from pipelines.journals.writes import WritebackStore, error_summary
 from pipelines.settings import DATASET_NAME, PAGE_SIZE
-from pipelines.writeback.store import WritebackStore, error_summary
 
 
 def fetch_carriers(client: OceanTrackingClient) -> dict[str, dict[str, Any]]:

@@ -27,10 +27,10 @@ import duckdb
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import ApiError, MalformedResponseError
+from pipelines.journals.writes import WritebackStore, error_summary
 from pipelines.settings import DATASET_NAME
 from pipelines.writeback.inputs import FIRST_ROW, REF_NUMBER_COLUMNS, cell, check_columns, is_uuid, split_list
 from pipelines.writeback.lookups import resolve_in_warehouse
-from pipelines.writeback.store import WritebackStore, error_summary
 
 PATCHED, UNCHANGED, WOULD_PATCH, INVALID, FAILED = "patched", "unchanged", "would_patch", "invalid", "failed"
 NOT_DONE = {INVALID, FAILED}  # a batch with one of these rows did not fully succeed

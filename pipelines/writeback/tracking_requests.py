@@ -38,9 +38,9 @@ from pipelines.errors import (
     ValidationError,
     WriteOutcomeUnknownError,
 )
+from pipelines.journals.writes import ACCEPTED, PENDING, UNKNOWN, WritebackStore, error_summary
 from pipelines.settings import PAGE_SIZE
 from pipelines.writeback.lookups import PartyResolver, fetch_carriers
-from pipelines.writeback.store import ACCEPTED, PENDING, UNKNOWN, WritebackStore, error_summary
 from pipelines.writeback.tracking_rows import TrackingRow, parse_tracking_rows
 
 logger = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from assets.webhooks import (
     webhook_feed_is_live,
     webhook_notifications_sensor,
 )
+from pipelines.journals.notifications import NotificationJournal
 from pipelines.settings import webhook_journal_path
-from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread
 from pipelines.webhooks.registration import register_webhook
 from tests.support.dagster import sandbox_resources

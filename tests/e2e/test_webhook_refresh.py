@@ -13,10 +13,10 @@ import pytest
 import requests
 
 from pipelines.extract.notifications import shipments_named
+from pipelines.journals.notifications import NotificationJournal
 from pipelines.refresh import refresh_from_notifications
 from pipelines.settings import webhook_journal_path
 from pipelines.warehouse.destinations import ducklake_target
-from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread
 from pipelines.webhooks.registration import register_webhook
 from pipelines.webhooks.signing import signature

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
+from pipelines.journals.writes import WritebackStore
 from pipelines.writeback.inputs import (
     MANIFEST_COLUMNS,
     REF_NUMBER_COLUMNS,
     TRACKING_REQUEST_COLUMNS,
     read_rows,
 )
-from pipelines.writeback.store import WritebackStore
 from pipelines.writeback.tracking_requests import create_tracking_requests
 from pipelines.writeback.tracking_rows import parse_tracking_rows
 from tests.support.sandboxes import FULL_KEY, tracking_count

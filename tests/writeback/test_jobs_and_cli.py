@@ -8,7 +8,7 @@ import pytest
 from assets.resources import OceanTrackingApi
 from assets.writeback import create_tracking_requests_job, patch_ref_numbers_job, upload_documents_job
 from pipelines.cli import main
-from pipelines.writeback.store import PUBLISHED_TABLES, SCHEMA
+from pipelines.journals.writes import PUBLISHED_TABLES, SCHEMA
 from tests.support.dagster import warehouse_resource
 from tests.support.sandboxes import FULL_KEY, api_get, routes, tracking_count
 

@@ -16,9 +16,9 @@ import pytest
 import requests
 
 from pipelines.errors import ConfigurationError
+from pipelines.journals.notifications import NotificationJournal
+from pipelines.journals.writes import POSTGRES_SCHEMA, WritebackStore, writeback_session
 from pipelines.settings import WRITEBACK_JOURNAL_ENV
-from pipelines.webhooks.journal import NotificationJournal
-from pipelines.writeback.store import POSTGRES_SCHEMA, WritebackStore, writeback_session
 from tests.support.holders import start_at_once
 from tests.support.notifications import body, notification
 from tests.support.sandboxes import GENEROUS_LIMITS, SANDBOX_START, routes, tracking_count

@@ -16,6 +16,7 @@ import tomlkit
 
 from pipelines.cli import main
 from pipelines.errors import ConfigurationError
+from pipelines.journals.notifications import NotificationJournal
 from pipelines.settings import (
     WEBHOOK_JOURNAL_ENV,
     WEBHOOK_PATH,
@@ -23,7 +24,6 @@ from pipelines.settings import (
     Account,
     webhook_journal_path,
 )
-from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread
 from pipelines.webhooks.signing import load_webhook_secret
 from tests.support.accounts import ACCOUNTS, OTHER_ACCOUNT_KEY, accounts_env

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-import pipelines.warehouse
+import pipelines.journals
 from pipelines.errors import ConfigurationError, InputError
+from pipelines.journals.notifications import POSTGRES_SCHEMA, Notification, NotificationJournal
 from pipelines.settings import WEBHOOK_JOURNAL_ENV, Account
 from pipelines.warehouse.locks import WarehouseLockedError
-from pipelines.webhooks.journal import POSTGRES_SCHEMA, Notification, NotificationJournal
 from tests.support.holders import start_at_once
 from tests.support.notifications import body, notification
 from tests.support.postgres import free_port
@@ -170,7 +170,7 @@ _WRITER = """
 import sys
 from datetime import UTC, datetime
 
-from pipelines.webhooks.journal import NotificationJournal
+from pipelines.journals.notifications import NotificationJournal
 from tests.support.notifications import body, notification
 
 with NotificationJournal(sys.argv[1]) as journal:
@@ -209,7 +209,7 @@ def test_naive_times_are_refused(journal: NotificationJournal):
 
 _CONSUMER = """
 import json, sys, time
-from pipelines.webhooks.journal import NotificationJournal
+from pipelines.journals.notifications import NotificationJournal
 
 with NotificationJournal(sys.argv[1]) as journal:
     print("ready", flush=True)
@@ -320,7 +320,7 @@ def test_a_dropped_connection_is_opened_again(postgres_database):
 
 
 def test_a_server_still_down_is_one_of_the_journals_errors(postgres_database, monkeypatch: pytest.MonkeyPatch):
-    from pipelines.warehouse.journals_postgres import JournalDatabaseError
+    from pipelines.journals.postgres import JournalDatabaseError
 
     with NotificationJournal(postgres_database.dsn) as journal:
         journal._db._conn.close()  # as after the server dropped it
@@ -368,8 +368,8 @@ def test_the_password_is_in_no_repr_error_log_or_output(postgres_server, postgre
 
 
 def test_without_psycopg2_a_postgresql_journal_is_one_line(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.delitem(sys.modules, "pipelines.warehouse.journals_postgres", raising=False)
-    monkeypatch.delattr(pipelines.warehouse, "journals_postgres", raising=False)
+    monkeypatch.delitem(sys.modules, "pipelines.journals.postgres", raising=False)
+    monkeypatch.delattr(pipelines.journals, "postgres", raising=False)
     monkeypatch.setitem(sys.modules, "psycopg2", None)
     with pytest.raises(ConfigurationError, match="needs psycopg2") as info:
         NotificationJournal("postgresql://u:hunter2@127.0.0.1:5432/journal")

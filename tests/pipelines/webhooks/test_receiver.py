@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
+from pipelines.journals.notifications import NotificationJournal
 from pipelines.settings import (
     WEBHOOK_JOURNAL_ENV,
     WEBHOOK_MAX_BODY_BYTES,
@@ -26,7 +27,6 @@ from pipelines.settings import (
     WEBHOOK_SECRET_ENV,
     WEBHOOK_SIGNATURE_HEADER,
 )
-from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread
 from pipelines.webhooks.signing import signature
 from tests.support.notifications import body, notification

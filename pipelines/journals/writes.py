@@ -1,6 +1,6 @@
 """The write-back journal: outcomes per row, the upload journal, the audit log. Its own SQLite file (WAL), or,
 when `OCEAN_TRACKING_WRITEBACK_JOURNAL` is a PostgreSQL URL, its own schema `ocean_tracking_writeback` of that
-database, so a batch in one pod and a rerun in another read one journal (`pipelines.warehouse.journals`: the
+database, so a batch in one pod and a rerun in another read one journal (`pipelines.journals`: the
 same statements and semantics on both).
 
 A named account has a journal of its own: its own file (`settings.writeback_journal_path(warehouse, account)`,
@@ -37,6 +37,7 @@ import duckdb
 import pyarrow as pa
 
 from pipelines.errors import ApiError, InputError
+from pipelines.journals import is_server_location, open_backend
 from pipelines.settings import (
     WRITEBACK_JOURNAL_ENV,
     WRITEBACK_SCHEMA,
@@ -44,7 +45,6 @@ from pipelines.settings import (
     writeback_journal_location,
     writeback_journal_path,
 )
-from pipelines.warehouse.journals import is_server_location, open_backend
 from pipelines.warehouse.store import WarehouseStore
 
 SCHEMA = WRITEBACK_SCHEMA

@@ -1,6 +1,6 @@
 """The webhook notification journal, one row per notification the service sent: its own SQLite file (WAL), or,
 when `OCEAN_TRACKING_WEBHOOK_JOURNAL` is a PostgreSQL URL, its own schema of that database, so the receiver's pod
-and every run's pod share it (`pipelines.warehouse.journals`: the same statements and semantics on both).
+and every run's pod share it (`pipelines.journals`: the same statements and semantics on both).
 
 The receiver records a delivery (committed: SQLite `synchronous=FULL`, PostgreSQL `synchronous_commit = on`)
 before it answers 2xx, so a notification the service counts as delivered is never lost, even if the process
@@ -37,8 +37,8 @@ from typing import Any
 import orjson
 
 from pipelines.errors import InputError
+from pipelines.journals import journal_exists, open_backend
 from pipelines.settings import WEBHOOK_JOURNAL_ENV, Account, webhook_journal_location
-from pipelines.warehouse.journals import journal_exists, open_backend
 
 NOTIFICATION_TYPE = "webhook_notification"
 PENDING, APPLIED, FAILED = "pending", "applied", "failed"

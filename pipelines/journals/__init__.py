@@ -4,7 +4,7 @@ analysts' warehouse, so what a journal records never waits on a sync's write loc
 A journal lives where its setting says: a SQLite file (the default, one host), or, when the setting is a
 PostgreSQL URL, a schema of that database (every host: on Kubernetes each run is its own pod and the webhook
 receiver another, and a file on one pod's disk is seen by nobody else; `journals_postgres`). The journal
-classes (`pipelines.webhooks.journal`, `pipelines.writeback.store`) write each statement once, in SQLite's
+classes (`pipelines.journals.notifications`, `pipelines.journals.writes`) write each statement once, in SQLite's
 spelling with `?` placeholders and upserts both databases take (`on conflict ... do update ... where`); a
 backend runs them and differs only where the two databases do:
 
@@ -174,7 +174,7 @@ def describe(location: str | Path, setting: str) -> str:
 def _postgres() -> Any:
     """`journals_postgres`, imported only when a PostgreSQL journal is configured (it needs psycopg2)."""
     try:
-        from pipelines.warehouse import journals_postgres
+        from pipelines.journals import postgres as journals_postgres
     except ImportError as error:
         if not (error.name or "").startswith("psycopg2"):
             raise

@@ -1,4 +1,4 @@
-"""A journal in PostgreSQL, shared by every host: `pipelines.warehouse.journals` selects it when a journal's
+"""A journal in PostgreSQL, shared by every host: `pipelines.journals` selects it when a journal's
 setting is a URL (`OCEAN_TRACKING_WEBHOOK_JOURNAL=postgresql://user:password@host:port/database`, the same
 for `OCEAN_TRACKING_WRITEBACK_JOURNAL`). The journal classes' statements run here unchanged but for their
 placeholders (`?` becomes `%s`); the DDL's `integer primary key autoincrement` becomes an identity column
