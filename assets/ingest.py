@@ -243,7 +243,7 @@ def targeted_load(context: dg.AssetExecutionContext, config: IngestConfig, clien
                   target: "Target", account: Account = SINGLE_ACCOUNT) -> "Loaded | None":
     """The `notifications` and `maps` modes of an ingest run (`pipelines.refresh`): what the webhook
     journal of `account` names, or the maps the scheduler chose; reported in the run's log and tags."""
-    from pipelines.journals.notifications import NotificationJournal
+    from pipelines.journals import NotificationJournal
     from pipelines.refresh import refresh_from_notifications, refresh_maps
 
     if config.mode == "maps":

@@ -31,7 +31,7 @@ from bench_table import render
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
-from pipelines.journals.notifications import NotificationJournal
+from pipelines.journals import NotificationJournal
 from pipelines.refresh import refresh_from_notifications
 from pipelines.sync import sync_account
 from pipelines.warehouse.destinations import ducklake_target

@@ -35,7 +35,7 @@ from pipelines.errors import ConfigurationError, PipelineError
 from pipelines.extract.item_issues import raise_if_excessive
 from pipelines.extract.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
 from pipelines.geo.geoparquet import export_map_features_geoparquet
-from pipelines.journals.notifications import NotificationJournal
+from pipelines.journals import NotificationJournal
 from pipelines.lake_cli import register as register_lake
 from pipelines.refresh import refresh_from_notifications, refresh_maps
 from pipelines.settings import (

@@ -36,7 +36,7 @@ from pipelines.extract.notifications import (
     version_key,
 )
 from pipelines.extract.source import SHIPMENT_INCLUDES, ocean_tracking
-from pipelines.journals.notifications import NotificationJournal
+from pipelines.journals import NotificationJournal
 from pipelines.sync import Loaded, load_account
 from pipelines.warehouse.destinations import Target, make_pipeline
 

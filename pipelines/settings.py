@@ -296,7 +296,7 @@ def webhook_journal_path(account: Account | None = None) -> Path:
 def webhook_journal_location(account: Account | None = None) -> str | Path:
     """Where the webhook notification journal lives: the PostgreSQL URL $OCEAN_TRACKING_WEBHOOK_JOURNAL names
     (one journal for the receiver's pod and every run's pod; each account has its own schema there, see
-    `pipelines.journals.notifications.NotificationJournal`), else the account's SQLite file `webhook_journal_path`.
+    `pipelines.journals.NotificationJournal`), else the account's SQLite file `webhook_journal_path`.
     The URL is a secret (it holds a password): never log it."""
     return _journal_url(WEBHOOK_JOURNAL_ENV) or webhook_journal_path(account)
 

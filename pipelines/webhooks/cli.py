@@ -27,8 +27,7 @@ from pipelines.api.accounts import account_named
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.errors import ConfigurationError
-from pipelines.journals import describe
-from pipelines.journals.notifications import NotificationJournal
+from pipelines.journals import NotificationJournal, describe
 from pipelines.settings import (
     ACCOUNTS_ENV,
     API_KEY_ENV,

@@ -33,7 +33,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from pipelines.errors import InputError, PipelineError
-from pipelines.journals.notifications import NotificationJournal
+from pipelines.journals import NotificationJournal
 from pipelines.settings import (
     WEBHOOK_HEARTBEAT_SECONDS,
     WEBHOOK_MAX_BODY_BYTES,

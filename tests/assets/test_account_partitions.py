@@ -23,7 +23,7 @@ import yaml
 from dagster._core.instance.ref import InstanceRef
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
-from pipelines.journals.notifications import NotificationJournal
+from pipelines.journals import NotificationJournal
 from pipelines.settings import Account, webhook_journal_path
 from tests.support.import_probe import IMPORT_PROBE
 from tests.support.lakes import lake_in

@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from pipelines.extract.notifications import shipments_named
-from pipelines.journals.notifications import NotificationJournal
+from pipelines.journals import NotificationJournal
 from pipelines.refresh import refresh_from_notifications
 from pipelines.settings import webhook_journal_path
 from pipelines.warehouse.destinations import ducklake_target

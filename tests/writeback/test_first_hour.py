@@ -67,8 +67,8 @@ def test_a_number_once_created_is_never_created_again(own_sandbox, tmp_path, jou
 
     assert tracking_count(own_sandbox, number) == 1
     store = WritebackStore(journal_location)
-    audit = store.rows("select outcome, http_status from audit_log where target = ?",
-                       [f"tracking_request:bill_of_lading:{number}"])
+    audit = store.rows("select outcome, http_status from audit_log where target = :target",
+                       {"target": f"tracking_request:bill_of_lading:{number}"})
     store.close()
     assert audit == [("accepted", 201)]
 

@@ -16,7 +16,7 @@ import tomlkit
 
 from pipelines.cli import main
 from pipelines.errors import ConfigurationError
-from pipelines.journals.notifications import NotificationJournal
+from pipelines.journals import NotificationJournal
 from pipelines.settings import (
     WEBHOOK_JOURNAL_ENV,
     WEBHOOK_PATH,

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from pipelines.journals.notifications import NotificationJournal
+from pipelines.journals import NotificationJournal
 from pipelines.settings import (
     WEBHOOK_JOURNAL_ENV,
     WEBHOOK_MAX_BODY_BYTES,
