@@ -307,7 +307,7 @@ notifications = Table(
     Column("status", Text, nullable=False, server_default=PENDING), Column("error", Text),
     Column("applied_at", Text), Column("run_id", Text),
     Index("notifications_by_status", "status", "created_at", "seq"),
-    sqlite_autoincrement=True,
+    sqlite_autoincrement=True, implicit_returning=False,  # `record` needs no `seq` back
 )  # fmt: skip
 applied_versions = Table("applied_versions", NOTIFICATION_TABLES, Column("object_key", Text, primary_key=True),
                          Column("created_at", Text, nullable=False))
@@ -318,6 +318,11 @@ heartbeat = Table(
 )  # fmt: skip
 _LISTED = select(notifications.c["id", "event", "created_at", "received_at", "reference_type", "reference_id",
                                   "body", "status", "error"]).order_by(notifications.c.created_at, notifications.c.seq)
+# built once: the receiver, the consumer and the sensors run these again and again
+_MARK = update(notifications).where(notifications.c.id == bindparam("ident"))  # SET: the columns given
+_COUNTS = select(notifications.c.status, func.count()).group_by(notifications.c.status)
+_VERSIONS = select(applied_versions).where(applied_versions.c.object_key.in_(bindparam("keys", expanding=True)))
+_LAST_BEAT = select(heartbeat.c.beat_at, heartbeat.c.url)
 
 
 def postgres_schema(account: Account | None = None) -> str:
@@ -518,16 +523,14 @@ class NotificationJournal:
         idents = sorted(set(ids))  # one order for every writer's row locks
         if not idents:
             return
-        marked = update(notifications).where(notifications.c.id == bindparam("ident")).values(
-            status=APPLIED, applied_at=_now(), run_id=run_id, error=None)
+        marked = {"status": APPLIED, "applied_at": _now(), "run_id": run_id, "error": None}
         with self._lock, self._db.transaction() as connection:
-            connection.execute(marked, [{"ident": ident} for ident in idents])
+            connection.execute(_MARK, [{"ident": ident, **marked} for ident in idents])
 
     def mark_failed(self, id: str, error: str) -> None:
         """Mark one notification failed with the error's text (cut to 2000 characters)."""
         with self._lock, self._db.connect() as connection:
-            connection.execute(update(notifications).where(notifications.c.id == id).values(
-                status=FAILED, error=error[:MAX_ERROR_CHARS]))
+            connection.execute(_MARK, {"ident": id, "status": FAILED, "error": error[:MAX_ERROR_CHARS]})
 
     def retry_failed(self) -> int:
         """Put every failed notification back to pending (its error cleared); how many."""
@@ -538,7 +541,7 @@ class NotificationJournal:
     def counts(self) -> dict[str, int]:
         """Notifications per status (pending, applied and failed always present)."""
         with self._lock, self._db.connect() as connection:
-            rows = connection.execute(select(notifications.c.status, func.count()).group_by(notifications.c.status))
+            rows = connection.execute(_COUNTS)
             return {**dict.fromkeys(STATUSES, 0), **dict(rows.tuples().all())}
 
     def newest_received_at(self) -> datetime | None:
@@ -559,11 +562,10 @@ class NotificationJournal:
     def applied_versions(self, keys: Iterable[str]) -> dict[str, datetime]:
         """For each object key that has one, the `created_at` of the newest notification applied to it."""
         wanted = list(dict.fromkeys(keys))
-        query = select(applied_versions).where(applied_versions.c.object_key.in_(bindparam("keys", expanding=True)))
         found: dict[str, datetime] = {}
         with self._lock, self._db.connect() as connection:
             for start in range(0, len(wanted), CHUNK):
-                rows = connection.execute(query, {"keys": wanted[start:start + CHUNK]})
+                rows = connection.execute(_VERSIONS, {"keys": wanted[start:start + CHUNK]})
                 found.update((key, _instant(created)) for key, created in rows)
         return found
 
@@ -586,5 +588,5 @@ class NotificationJournal:
     def last_beat(self) -> tuple[datetime, str] | None:
         """When a receiver last said it was alive, and its URL; None if none ever ran on this journal."""
         with self._lock, self._db.connect() as connection:
-            row = connection.execute(select(heartbeat.c.beat_at, heartbeat.c.url)).first()
+            row = connection.execute(_LAST_BEAT).first()
         return (_instant(row[0]), row[1]) if row else None

@@ -95,6 +95,10 @@ _HOLDING = select(tracking_request_outcomes).where(
     tracking_request_outcomes.c.status.in_((ACCEPTED, PENDING, UNKNOWN)),
     tracking_request_outcomes.c.request_number.in_(bindparam("numbers", expanding=True)),
 ).order_by(tracking_request_outcomes.c.updated_at)
+# built once, as the hot paths of a batch run them for every row
+_OUTCOME = select(tracking_request_outcomes).where(tracking_request_outcomes.c.row_key == bindparam("row_key"))
+_UPLOAD = select(document_uploads).where(document_uploads.c.file_key == bindparam("file_key"))
+_AUDIT = insert(audit_log)
 
 
 def postgres_schema(account: Account | None = None) -> str:
@@ -170,15 +174,14 @@ class WritebackStore:
     ) -> None:
         """Append one write (or reconciliation) to `writeback.audit_log`: who was touched, what came back."""
         with self._db.connect() as connection:
-            connection.execute(insert(audit_log), {"logged_at": _now(), "action": action, "target": target,
-                                                   "outcome": outcome, "http_status": http_status,
-                                                   "error_summary": error})
+            connection.execute(_AUDIT, {"logged_at": _now(), "action": action, "target": target, "outcome": outcome,
+                                        "http_status": http_status, "error_summary": error})
 
     # ---- tracking requests ------------------------------------------------------------------------
 
     def tracking_outcome(self, row_key: str) -> dict[str, Any] | None:
         """The recorded outcome of a normalized row (by idempotency key), or None if never sent."""
-        rows = self._dicts(select(tracking_request_outcomes).where(tracking_request_outcomes.c.row_key == row_key))
+        rows = self._dicts(_OUTCOME, {"row_key": row_key})
         return rows[0] if rows else None
 
     def held_numbers(self, numbers: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -224,7 +227,7 @@ class WritebackStore:
 
     def upload(self, file_key: str) -> dict[str, Any] | None:
         """The journal entry of one file (by its key), or None if it was never started."""
-        rows = self._dicts(select(document_uploads).where(document_uploads.c.file_key == file_key))
+        rows = self._dicts(_UPLOAD, {"file_key": file_key})
         return _entry(rows[0]) if rows else None
 
     def uploads_at(self, *steps: str) -> list[dict[str, Any]]:
