@@ -170,7 +170,7 @@ class JournalDatabase:
             event.listen(self.engine, "connect", _durable)
             self._writing = self.engine.execution_options(isolation_level="SERIALIZABLE")
             event.listen(self._writing, "begin", _begin_immediate)
-            self.insert = sqlite.insert
+            self.insert = sqlite.insert  # the dialect's own INSERT: `on_conflict_do_*` are dialect constructs
             return
         if not SCHEMA_NAME.fullmatch(postgres_schema):
             raise ValueError(f"{postgres_schema!r} is not a schema name a journal can have")
