@@ -307,7 +307,7 @@ notifications = Table(
     Column("status", Text, nullable=False, server_default=PENDING), Column("error", Text),
     Column("applied_at", Text), Column("run_id", Text),
     Index("notifications_by_status", "status", "created_at", "seq"),
-    sqlite_autoincrement=True, implicit_returning=False,  # `record` needs no `seq` back
+    sqlite_autoincrement=True,
 )  # fmt: skip
 applied_versions = Table("applied_versions", NOTIFICATION_TABLES, Column("object_key", Text, primary_key=True),
                          Column("created_at", Text, nullable=False))
@@ -542,7 +542,7 @@ class NotificationJournal:
         """Notifications per status (pending, applied and failed always present)."""
         with self._lock, self._db.connect() as connection:
             rows = connection.execute(_COUNTS)
-            return {**dict.fromkeys(STATUSES, 0), **dict(rows.tuples().all())}
+            return {**dict.fromkeys(STATUSES, 0), **dict(rows.all())}
 
     def newest_received_at(self) -> datetime | None:
         """When the latest notification arrived, or None before the first."""
