@@ -205,8 +205,8 @@ def targeted_load(context: dg.AssetExecutionContext, config: IngestConfig, clien
                   target: "Target", account: Account = SINGLE_ACCOUNT) -> "Loaded | None":
     """The `notifications` and `maps` modes of an ingest run (`pipelines.refresh`): what the webhook
     journal of `account` names, or the maps the scheduler chose; reported in the run's log and tags."""
+    from pipelines.journals import NotificationJournal
     from pipelines.refresh import refresh_from_notifications, refresh_maps
-    from pipelines.webhooks.journal import NotificationJournal
 
     if config.mode == "maps":
         result = refresh_maps(client, target, config.map_budget, bound_seconds=config.map_bound_minutes * 60,

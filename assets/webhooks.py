@@ -59,7 +59,7 @@ route_maps_job = dg.define_asset_job(
 def receiver_alive(now: datetime | None = None, account: Account = SINGLE_ACCOUNT) -> bool:
     """Whether a webhook receiver beat recently on this host's journal of `account` (False when there is no
     journal)."""
-    from pipelines.webhooks.journal import NotificationJournal
+    from pipelines.journals import NotificationJournal
 
     if not NotificationJournal.exists(account=account):
         return False
@@ -90,7 +90,7 @@ def webhook_notifications_sensor(context: dg.SensorEvaluationContext):
 def notifications_request(context: dg.SensorEvaluationContext, account: Account) -> dg.RunRequest | dg.SkipReason:
     """The notifications sensor for one account: a refresh when its journal holds pending notifications and none
     of its refreshes is queued or running."""
-    from pipelines.webhooks.journal import NotificationJournal
+    from pipelines.journals import NotificationJournal
 
     if not NotificationJournal.exists(account=account):
         return dg.SkipReason("no webhook journal: no receiver has run on this host")
@@ -153,7 +153,7 @@ def webhook_feed_is_live(context: dg.AssetCheckExecutionContext) -> dg.AssetChec
     """Warn when a webhook receiver ran here but its heartbeat stopped, when the newest notification is older
     than expected, or when notifications could not be applied (the partition's account's journal). Passes
     (saying so) without webhooks."""
-    from pipelines.webhooks.journal import NotificationJournal
+    from pipelines.journals import NotificationJournal
 
     account = account_of(context)
     if not NotificationJournal.exists(account=account):

@@ -9,7 +9,7 @@ when a row did not succeed, the op fails with the counts as its message, as the 
 
 With several accounts (`assets.accounts`) the op config's `account` says whose key writes (required then);
 empty is the single account. The account's batch has its own journal, looks numbers up in its dataset and
-publishes into its own schema (`writeback_<account>`; see `pipelines.writeback.store`).
+publishes into its own schema (`writeback_<account>`; see `pipelines.journals.writes`).
 """
 
 from typing import Any
@@ -75,8 +75,8 @@ def _finish(context: dg.OpExecutionContext, counts: dict[str, int], rows: list[d
 def create_tracking_requests_op(context: dg.OpExecutionContext, config: CreateTrackingRequestsConfig,
                                 ocean_tracking_api: OceanTrackingApi, warehouse: Warehouse) -> dict:
     """Create the tracking requests of a CSV/table once each (see pipelines.writeback.tracking_requests)."""
+    from pipelines.journals.writes import writeback_session
     from pipelines.writeback import TRACKING_REQUEST_COLUMNS, read_rows
-    from pipelines.writeback.store import writeback_session
     from pipelines.writeback.tracking_requests import NOT_DONE, create_tracking_requests
 
     account = account_from_config(config.account)
@@ -93,9 +93,9 @@ def create_tracking_requests_op(context: dg.OpExecutionContext, config: CreateTr
 def patch_ref_numbers_op(context: dg.OpExecutionContext, config: PatchRefNumbersConfig,
                          ocean_tracking_api: OceanTrackingApi, warehouse: Warehouse) -> dict:
     """Set ref_numbers on shipments/containers from a CSV/table (see pipelines.writeback.ref_numbers)."""
+    from pipelines.journals.writes import writeback_session
     from pipelines.writeback import REF_NUMBER_COLUMNS, read_rows
     from pipelines.writeback.ref_numbers import patch_ref_numbers
-    from pipelines.writeback.store import writeback_session
 
     account = account_from_config(config.account)
     with writeback_session(warehouse.store(), dry_run=config.dry_run, account=account) as (con, store), \
@@ -112,8 +112,8 @@ def patch_ref_numbers_op(context: dg.OpExecutionContext, config: PatchRefNumbers
 def upload_documents_op(context: dg.OpExecutionContext, config: UploadDocumentsConfig,
                         ocean_tracking_api: OceanTrackingApi, warehouse: Warehouse) -> dict:
     """Upload a folder or manifest of documents once each (see pipelines.writeback.documents)."""
+    from pipelines.journals.writes import writeback_session
     from pipelines.writeback.documents import items_from_source, upload_documents
-    from pipelines.writeback.store import writeback_session
 
     account = account_from_config(config.account)
     with writeback_session(warehouse.store(), dry_run=config.dry_run, account=account) as (con, store), \

@@ -31,11 +31,11 @@ from bench_table import render
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
+from pipelines.journals import NotificationJournal
 from pipelines.refresh import refresh_from_notifications
 from pipelines.sync import sync_account
 from pipelines.warehouse import default_lake_in
 from pipelines.warehouse.destinations import ducklake_target
-from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread, register_webhook
 from sandbox.launcher import start_sandbox
 

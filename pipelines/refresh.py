@@ -26,6 +26,7 @@ import dlt
 from pipelines.api import rows_by_type
 from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import NotFoundError
+from pipelines.journals import NotificationJournal
 from pipelines.source.bookkeeping import loaded_rows
 from pipelines.source.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS, MapPlan, candidates_sql, plan_maps
 from pipelines.source.resources import SHIPMENT_INCLUDES, ocean_tracking
@@ -39,7 +40,6 @@ from pipelines.webhooks import (
     tracking_requests_named,
     version_key,
 )
-from pipelines.webhooks.journal import NotificationJournal
 
 logger = logging.getLogger(__name__)
 

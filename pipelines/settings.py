@@ -275,9 +275,9 @@ def writeback_journal_path(warehouse: Path | None = None, account: Account | Non
 def writeback_journal_location(warehouse: Path | None = None, account: Account | None = None) -> str | Path:
     """Where the write-back journal lives: the PostgreSQL URL $OCEAN_TRACKING_WRITEBACK_JOURNAL names
     (`postgresql://user:password@host:port/database`: one journal for every host, as on Kubernetes where each
-    run is its own pod; each account has its own schema there, see `pipelines.writeback.store.WritebackStore`),
+    run is its own pod; each account has its own schema there, see `pipelines.journals.writes.WritebackStore`),
     else the account's SQLite file `writeback_journal_path(warehouse, account)`. The URL is a secret (it
-    holds a password): hand it to `pipelines.writeback.store.WritebackStore`, never to a log."""
+    holds a password): hand it to `pipelines.journals.writes.WritebackStore`, never to a log."""
     return _journal_url(WRITEBACK_JOURNAL_ENV) or writeback_journal_path(warehouse, account)
 
 
@@ -296,7 +296,7 @@ def webhook_journal_path(account: Account | None = None) -> Path:
 def webhook_journal_location(account: Account | None = None) -> str | Path:
     """Where the webhook notification journal lives: the PostgreSQL URL $OCEAN_TRACKING_WEBHOOK_JOURNAL names
     (one journal for the receiver's pod and every run's pod; each account has its own schema there, see
-    `pipelines.webhooks.journal.NotificationJournal`), else the account's SQLite file `webhook_journal_path`.
+    `pipelines.journals.NotificationJournal`), else the account's SQLite file `webhook_journal_path`.
     The URL is a secret (it holds a password): never log it."""
     return _journal_url(WEBHOOK_JOURNAL_ENV) or webhook_journal_path(account)
 

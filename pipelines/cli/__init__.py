@@ -36,6 +36,7 @@ from pipelines.api.config import Settings, load_settings
 from pipelines.cli.commands import register_lake, register_webhooks, register_writeback
 from pipelines.errors import ConfigurationError, PipelineError
 from pipelines.geo import export_map_features_geoparquet
+from pipelines.journals import NotificationJournal
 from pipelines.refresh import refresh_from_notifications, refresh_maps
 from pipelines.settings import (
     ACCOUNTS_ENV,
@@ -52,7 +53,6 @@ from pipelines.source.bookkeeping import raise_if_excessive
 from pipelines.source.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
 from pipelines.sync import SyncResult, sync_account
 from pipelines.warehouse.destinations import GEO_VIEW, Target, resolve_target
-from pipelines.webhooks.journal import NotificationJournal
 
 console = Console()
 errors = Console(stderr=True)

@@ -42,6 +42,8 @@ from pipelines.api import account_named, configured_accounts
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.errors import ConfigurationError
+from pipelines.journals import NotificationJournal, describe
+from pipelines.journals.writes import writeback_session
 from pipelines.settings import (
     ACCOUNTS_ENV,
     ANALYTICS_SCHEMA,
@@ -63,11 +65,9 @@ from pipelines.settings import (
 )
 from pipelines.warehouse import WarehouseStore, default_lake_in, ducklake_store, embedded_store
 from pipelines.warehouse.destinations import migrate_duckdb
-from pipelines.warehouse.journals import describe
 from pipelines.warehouse.maintenance import backup_lake, maintain_lake, restore_lake
 from pipelines.warehouse.models import OUTPUT_MODES, print_sql, run_session
 from pipelines.webhooks import load_webhook_secret
-from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import register_webhook, serve, store_secret
 from pipelines.writeback import (
     MANIFEST_COLUMNS,
@@ -81,7 +81,6 @@ from pipelines.writeback import (
 )
 from pipelines.writeback.documents import items_from_source, upload_documents
 from pipelines.writeback.ref_numbers import patch_ref_numbers
-from pipelines.writeback.store import writeback_session
 from pipelines.writeback.tracking_requests import REQUEST_TYPES, create_tracking_requests
 
 console = Console()

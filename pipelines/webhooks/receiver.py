@@ -55,6 +55,7 @@ from pipelines.errors import (
     NotFoundError,
     PipelineError,
 )
+from pipelines.journals import NotificationJournal
 from pipelines.settings import (
     WEBHOOK_HEARTBEAT_SECONDS,
     WEBHOOK_MAX_BODY_BYTES,
@@ -64,7 +65,6 @@ from pipelines.settings import (
     Account,
 )
 from pipelines.webhooks import WebhookSecret, valid_signature, validate_webhook_secret
-from pipelines.webhooks.journal import NotificationJournal
 
 logger = logging.getLogger(__name__)
 

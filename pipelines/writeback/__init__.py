@@ -44,8 +44,8 @@ import duckdb
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import ApiError, InputError, WriteOutcomeUnknownError
+from pipelines.journals.writes import WritebackStore, error_summary
 from pipelines.settings import DATASET_NAME, PAGE_SIZE
-from pipelines.writeback.store import WritebackStore, error_summary
 
 LIST_SEPARATOR = ";"
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")

@@ -41,10 +41,10 @@ import requests
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import ApiError, MalformedResponseError
+from pipelines.journals.writes import WritebackStore, error_summary
 from pipelines.settings import DATASET_NAME, PAGE_SIZE
 from pipelines.writeback import MANIFEST_COLUMNS, cell, read_rows
 from pipelines.writeback.ref_numbers import resolve_target
-from pipelines.writeback.store import WritebackStore, error_summary
 
 CHUNK = 1 << 20
 #: The largest file sent. The service documents no upload limit (neither the API notes nor the OpenAPI spec

@@ -27,6 +27,7 @@ import duckdb
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import ApiError, MalformedResponseError
+from pipelines.journals.writes import WritebackStore, error_summary
 from pipelines.settings import DATASET_NAME
 from pipelines.writeback import (
     FIRST_ROW,
@@ -37,7 +38,6 @@ from pipelines.writeback import (
     resolve_in_warehouse,
     split_list,
 )
-from pipelines.writeback.store import WritebackStore, error_summary
 
 PATCHED, UNCHANGED, WOULD_PATCH, INVALID, FAILED = "patched", "unchanged", "would_patch", "invalid", "failed"
 NOT_DONE = {INVALID, FAILED}  # a batch with one of these rows did not fully succeed

@@ -44,6 +44,7 @@ from pipelines.errors import (
     ValidationError,
     WriteOutcomeUnknownError,
 )
+from pipelines.journals.writes import ACCEPTED, PENDING, UNKNOWN, WritebackStore, error_summary
 from pipelines.settings import PAGE_SIZE
 from pipelines.writeback import (
     FIRST_ROW,
@@ -56,7 +57,6 @@ from pipelines.writeback import (
     row_name,
     split_list,
 )
-from pipelines.writeback.store import ACCEPTED, PENDING, UNKNOWN, WritebackStore, error_summary
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ import yaml
 from dagster._core.instance.ref import InstanceRef
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
+from pipelines.journals import NotificationJournal
 from pipelines.settings import Account, webhook_journal_path
-from pipelines.webhooks.journal import NotificationJournal
 from tests.support.import_probe import IMPORT_PROBE
 from tests.support.lakes import lake_in
 from tests.support.notifications import body, notification

@@ -10,6 +10,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import requests
+from sqlalchemy import update
 
 from assets.ingest import KEY_PREFIX, asset_key, ocean_tracking_assets
 from assets.webhooks import (
@@ -20,8 +21,8 @@ from assets.webhooks import (
     webhook_feed_is_live,
     webhook_notifications_sensor,
 )
+from pipelines.journals import NotificationJournal, heartbeat
 from pipelines.settings import webhook_journal_path
-from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread, register_webhook
 from tests.support.dagster import sandbox_resources
 from tests.support.notifications import body, notification
@@ -71,7 +72,8 @@ def test_the_feed_check_passes_without_webhooks_and_warns_when_the_receiver_is_d
     assert not result.passed and result.severity == dg.AssetCheckSeverity.WARN
     assert "receiver is down" not in result.description and "no notification received for over 6 h" in result.description
     with NotificationJournal() as journal:
-        journal._db.execute("update heartbeat set beat_at = '2020-01-01T00:00:00+00:00'")
+        with journal._db.connect() as connection:  # a receiver that stopped beating long ago
+            connection.execute(update(heartbeat).values(beat_at="2020-01-01T00:00:00+00:00"))
         journal.mark_failed("n-1", "shipment x is not found at the service")
     result = webhook_feed_is_live(dg.build_asset_check_context())
     assert "receiver is down" in result.description and "1 notification(s) could not be applied" in result.description

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import requests
 
+from pipelines.journals import NotificationJournal
 from pipelines.refresh import refresh_from_notifications
 from pipelines.settings import webhook_journal_path
 from pipelines.warehouse.destinations import ducklake_target
 from pipelines.webhooks import shipments_named, signature
-from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread, register_webhook
 from tests.support.lakes import copy_lake, lake_in
 from tests.support.sandboxes import FROZEN_WORLD, FULL_KEY, advance_clock, deliver_webhooks

@@ -11,10 +11,10 @@ import sys
 import pytest
 
 from pipelines.errors import ConfigurationError, InputError
+from pipelines.journals.writes import WritebackStore
 from pipelines.settings import WRITEBACK_JOURNAL_FILE_NAME, WRITEBACK_SCHEMA
 from pipelines.warehouse import WarehouseStore
 from pipelines.warehouse.maintenance import backup_lake, restore_lake
-from pipelines.writeback.store import WritebackStore
 from tests.support.lakes import lake_in
 from tests.support.syncs import cli_env, sync_once
 

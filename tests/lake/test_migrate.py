@@ -17,10 +17,10 @@ import duckdb
 import pytest
 
 from pipelines.errors import ConfigurationError
+from pipelines.journals.writes import WritebackStore
 from pipelines.settings import WRITEBACK_JOURNAL_FILE_NAME
 from pipelines.warehouse import WarehouseStore, duckdb_store
 from pipelines.warehouse.destinations import lake_type, migrate_duckdb
-from pipelines.writeback.store import WritebackStore
 from tests.support.lakes import lake_in
 from tests.support.sandboxes import advance_clock, requests_served
 from tests.support.syncs import ENTITY_TABLES, cli_env

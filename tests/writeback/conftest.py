@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.journals.writes import WritebackStore
 from pipelines.warehouse import WarehouseStore
-from pipelines.writeback.store import WritebackStore
 from tests.support.lakes import lake_in
 from tests.support.syncs import make_client
 

@@ -11,8 +11,8 @@ import sys
 import pytest
 import requests
 
+from pipelines.journals.writes import postgres_schema
 from pipelines.settings import Account, writeback_journal_location, writeback_journal_path
-from pipelines.writeback.store import postgres_schema
 from tests.support.lakes import lake_in
 from tests.support.sandboxes import FULL_KEY, GENEROUS_LIMITS, SANDBOX_START
 from tests.support.syncs import cli_env

@@ -22,6 +22,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
+from pipelines.journals.writes import WritebackStore
 from pipelines.writeback.documents import (
     CREATING,
     UploadItem,
@@ -29,7 +30,6 @@ from pipelines.writeback.documents import (
     items_from_source,
     upload_documents,
 )
-from pipelines.writeback.store import WritebackStore
 from tests.support.sandboxes import (
     FULL_KEY,
     GENEROUS_LIMITS,

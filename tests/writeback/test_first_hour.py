@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
+from pipelines.journals.writes import WritebackStore
 from pipelines.writeback import (
     MANIFEST_COLUMNS,
     REF_NUMBER_COLUMNS,
     TRACKING_REQUEST_COLUMNS,
     read_rows,
 )
-from pipelines.writeback.store import WritebackStore
 from pipelines.writeback.tracking_requests import create_tracking_requests, parse_tracking_rows
 from tests.support.sandboxes import FULL_KEY, tracking_count
 from tests.support.syncs import cli_env, make_client
@@ -66,8 +66,8 @@ def test_a_number_once_created_is_never_created_again(own_sandbox, tmp_path, jou
 
     assert tracking_count(own_sandbox, number) == 1
     store = WritebackStore(journal_location)
-    audit = store.rows("select outcome, http_status from audit_log where target = ?",
-                       [f"tracking_request:bill_of_lading:{number}"])
+    audit = store.rows("select outcome, http_status from audit_log where target = :target",
+                       {"target": f"tracking_request:bill_of_lading:{number}"})
     store.close()
     assert audit == [("accepted", 201)]
 

@@ -8,7 +8,8 @@ import pytest
 from assets.resources import OceanTrackingApi
 from assets.writeback import create_tracking_requests_job, patch_ref_numbers_job, upload_documents_job
 from pipelines.cli import main
-from pipelines.writeback.store import PUBLISHED_TABLES, SCHEMA
+from pipelines.journals.writes import PUBLISHED_TABLES
+from pipelines.settings import WRITEBACK_SCHEMA
 from tests.support.dagster import warehouse_resource
 from tests.support.sandboxes import FULL_KEY, api_get, routes, tracking_count
 
@@ -100,7 +101,7 @@ def test_cli_subcommands_and_no_key_in_the_warehouse(server, tmp_path, capsys, l
 
     with lake.connect(read_only=True) as con:
         assert con.execute("select count(*) from writeback.audit_log").fetchone()[0] >= 6
-        published = [con.execute(f"select cast(t as varchar) from {SCHEMA}.{name} t").fetchall()
+        published = [con.execute(f"select cast(t as varchar) from {WRITEBACK_SCHEMA}.{name} t").fetchall()
                      for name in PUBLISHED_TABLES]
     assert FULL_KEY not in repr(published)
     # every file the commands wrote: the lake's catalog (small tables are inlined there) and data files, the journal

@@ -14,11 +14,18 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
+from sqlalchemy import inspect
+from sqlalchemy.schema import DropIndex
 
 from pipelines.errors import ConfigurationError
+from pipelines.journals import NotificationJournal
+from pipelines.journals.writes import (
+    POSTGRES_SCHEMA,
+    WritebackStore,
+    tracking_request_outcomes,
+    writeback_session,
+)
 from pipelines.settings import WRITEBACK_JOURNAL_ENV
-from pipelines.webhooks.journal import NotificationJournal
-from pipelines.writeback.store import POSTGRES_SCHEMA, WritebackStore, writeback_session
 from tests.support.holders import start_at_once
 from tests.support.notifications import body, notification
 from tests.support.sandboxes import GENEROUS_LIMITS, SANDBOX_START, routes, tracking_count
@@ -138,9 +145,25 @@ def test_the_password_is_in_no_repr_or_error(postgres_server, postgres_database,
     assert wrong not in caplog.text and postgres_server.password not in caplog.text
 
 
-def test_a_role_without_create_uses_journals_made_for_it(postgres_server, postgres_database):
+def test_a_journal_made_before_the_index_of_numbers_gains_it(journal_location: Path | str):
+    index = next(iter(tracking_request_outcomes.indexes))
+    store = WritebackStore(journal_location)
+    with store._db.connect() as connection:
+        connection.execute(DropIndex(index))  # as a journal made before `held_numbers` had its index
+    store.close()
+    store = WritebackStore(journal_location)
+    try:
+        indexes = inspect(store._db.engine).get_indexes(tracking_request_outcomes.name, schema=store._db.schema)
+        assert [(i["name"], i["column_names"]) for i in indexes] == [(index.name, ["request_number"])]
+    finally:
+        store.close()
+
+
+def test_a_role_without_create_uses_journals_made_for_it(postgres_server, postgres_database, caplog):
     NotificationJournal(postgres_database.dsn).close()
     WritebackStore(postgres_database.dsn).close()
+    index = f"{POSTGRES_SCHEMA}.{next(iter(tracking_request_outcomes.indexes)).name}"
+    postgres_database.query(f"drop index {index}")  # made before `held_numbers` had its index
     postgres_database.query(
         "create role journal_user login password 'user-pass-9'; "
         f"grant usage on schema {POSTGRES_SCHEMA}, ocean_tracking_webhooks to journal_user; "
@@ -156,5 +179,8 @@ def test_a_role_without_create_uses_journals_made_for_it(postgres_server, postgr
         store.audit("check", "role", "ok")
         assert store.rows("select action from audit_log") == [("check",)]
         store.close()
+        assert f"has no index {index.partition('.')[2]} and this role cannot add it" in caplog.text  # slower, works
     finally:
         postgres_database.query("drop owned by journal_user; drop role journal_user")  # roles outlive databases
+    WritebackStore(postgres_database.dsn).close()  # its owner adds it
+    assert postgres_database.query("select to_regclass(%s) is not null", (index,)) == [(True,)]

@@ -16,6 +16,7 @@ import tomlkit
 
 from pipelines.cli import main
 from pipelines.errors import ConfigurationError
+from pipelines.journals import NotificationJournal
 from pipelines.settings import (
     WEBHOOK_JOURNAL_ENV,
     WEBHOOK_PATH,
@@ -24,7 +25,6 @@ from pipelines.settings import (
     webhook_journal_path,
 )
 from pipelines.webhooks import load_webhook_secret
-from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread
 from tests.support.accounts import ACCOUNTS, OTHER_ACCOUNT_KEY, accounts_env
 from tests.support.notifications import body, notification

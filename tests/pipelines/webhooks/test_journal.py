@@ -16,13 +16,14 @@ import traceback
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psycopg2
 import pytest
+from sqlalchemy import event, func, select
 
-import pipelines.warehouse
 from pipelines.errors import ConfigurationError, InputError
+from pipelines.journals import POSTGRES_SCHEMA, Notification, NotificationJournal
 from pipelines.settings import WEBHOOK_JOURNAL_ENV, Account
 from pipelines.warehouse.connections import WarehouseLockedError
-from pipelines.webhooks.journal import POSTGRES_SCHEMA, Notification, NotificationJournal
 from tests.support.holders import start_at_once
 from tests.support.notifications import body, notification
 from tests.support.postgres import free_port
@@ -170,7 +171,7 @@ _WRITER = """
 import sys
 from datetime import UTC, datetime
 
-from pipelines.webhooks.journal import NotificationJournal
+from pipelines.journals import NotificationJournal
 from tests.support.notifications import body, notification
 
 with NotificationJournal(sys.argv[1]) as journal:
@@ -209,7 +210,7 @@ def test_naive_times_are_refused(journal: NotificationJournal):
 
 _CONSUMER = """
 import json, sys, time
-from pipelines.webhooks.journal import NotificationJournal
+from pipelines.journals import NotificationJournal
 
 with NotificationJournal(sys.argv[1]) as journal:
     print("ready", flush=True)
@@ -304,8 +305,8 @@ def test_several_hosts_creating_the_journal_at_once_all_succeed(postgres_databas
 
 def test_commits_are_synchronous_whatever_the_server_says(postgres_database):
     assert postgres_database.query("show synchronous_commit") == [("off",)]  # the test server's default
-    with NotificationJournal(postgres_database.dsn) as journal:
-        assert journal._db.execute("show synchronous_commit").fetchone() == ("on",)
+    with NotificationJournal(postgres_database.dsn) as journal, journal._db.connect() as connection:
+        assert connection.scalar(select(func.current_setting("synchronous_commit"))) == "on"
 
 
 def test_a_dropped_connection_is_opened_again(postgres_database):
@@ -319,18 +320,19 @@ def test_a_dropped_connection_is_opened_again(postgres_database):
         assert [n.id for n in journal.pending()] == ["before", "again"]
 
 
-def test_a_server_still_down_is_one_of_the_journals_errors(postgres_database, monkeypatch: pytest.MonkeyPatch):
-    from pipelines.warehouse.journals_postgres import JournalDatabaseError
-
+def test_a_server_still_down_is_one_of_the_journals_errors(postgres_database):
     with NotificationJournal(postgres_database.dsn) as journal:
-        journal._db._conn.close()  # as after the server dropped it
+        journal.record(body(notification("before")))
+        journal._db.engine.dispose()  # the server dropped the connection, and refuses new ones
 
-        def still_down() -> None:
-            raise JournalDatabaseError("Cannot use the webhook journal in PostgreSQL at ...")
+        @event.listens_for(journal._db.engine, "do_connect")
+        def still_down(*_: object) -> None:
+            raise psycopg2.OperationalError("connection to server at 127.0.0.1 failed: Connection refused")
 
-        monkeypatch.setattr(journal._db, "_connect", still_down)
         with pytest.raises(journal.errors):  # the receiver answers 503 on these, never a 500
             journal.record(body(notification("n")))
+        event.remove(journal._db.engine, "do_connect", still_down)
+        assert journal.record(body(notification("n"))) is True  # the server is back
 
 
 def _assert_safe(error: BaseException, password: str, where: str) -> None:
@@ -368,8 +370,6 @@ def test_the_password_is_in_no_repr_error_log_or_output(postgres_server, postgre
 
 
 def test_without_psycopg2_a_postgresql_journal_is_one_line(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.delitem(sys.modules, "pipelines.warehouse.journals_postgres", raising=False)
-    monkeypatch.delattr(pipelines.warehouse, "journals_postgres", raising=False)
     monkeypatch.setitem(sys.modules, "psycopg2", None)
     with pytest.raises(ConfigurationError, match="needs psycopg2") as info:
         NotificationJournal("postgresql://u:hunter2@127.0.0.1:5432/journal")

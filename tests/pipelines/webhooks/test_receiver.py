@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
+from pipelines.journals import NotificationJournal
 from pipelines.settings import (
     WEBHOOK_JOURNAL_ENV,
     WEBHOOK_MAX_BODY_BYTES,
@@ -27,7 +28,6 @@ from pipelines.settings import (
     WEBHOOK_SIGNATURE_HEADER,
 )
 from pipelines.webhooks import signature
-from pipelines.webhooks.journal import NotificationJournal
 from pipelines.webhooks.receiver import ReceiverThread
 from tests.support.notifications import body, notification
 from tests.support.receivers import SECRET, Receiver, wait_until_up

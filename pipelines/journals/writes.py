@@ -1,7 +1,7 @@
 """The write-back journal: outcomes per row, the upload journal, the audit log. Its own SQLite file (WAL), or,
 when `OCEAN_TRACKING_WRITEBACK_JOURNAL` is a PostgreSQL URL, its own schema `ocean_tracking_writeback` of that
-database, so a batch in one pod and a rerun in another read one journal (`pipelines.warehouse.journals`: the
-same statements and semantics on both).
+database, so a batch in one pod and a rerun in another read one journal (`pipelines.journals`: the same tables
+and statements, SQLAlchemy Core, on both).
 
 A named account has a journal of its own: its own file (`settings.writeback_journal_path(warehouse, account)`,
 `writeback_journal_<account>.sqlite`) or its own schema in the database (`ocean_tracking_writeback_<account>`),
@@ -15,19 +15,17 @@ advisory lock on PostgreSQL): two processes given the same batch at once would o
 unsent and both send it, or settle the other's intent in flight as never sent. The journal is not the
 analysts' warehouse, so a batch never holds the warehouse's write lock; `publish` copies the outcomes into
 the warehouse's `writeback` schema for analysts, in one short transaction at the end of a batch (from
-PostgreSQL too: the rows are read with psycopg2 and written the same way).
+PostgreSQL too).
 
-A SQLite journal is attached as the schema `writeback`, so the tables read the same there
-(`writeback.audit_log`) as in the warehouse; bare table names (`rows("select ... from audit_log")`) read
-either backend. Nothing stored is a secret: errors come from `ApiError` (which never carries headers or the
-key); the only short-lived credential, a direct-upload URL, is kept just until its bytes are stored and then
-cleared.
+Nothing stored is a secret: errors come from `ApiError` (which never carries headers or the key); the only
+short-lived credential, a direct-upload URL, is kept just until its bytes are stored and then cleared (and
+never published, nor shown in an error: the journals' statements never show their parameters).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,60 +33,78 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Executable,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    bindparam,
+    insert,
+    select,
+    text,
+)
 
 from pipelines.errors import ApiError, InputError
+from pipelines.journals import JournalDatabase, is_server_location
 from pipelines.settings import (
     WRITEBACK_JOURNAL_ENV,
-    WRITEBACK_SCHEMA,
     Account,
     writeback_journal_location,
     writeback_journal_path,
 )
 from pipelines.warehouse import WarehouseStore
-from pipelines.warehouse.journals import is_server_location, open_backend
 
-SCHEMA = WRITEBACK_SCHEMA
 ACCEPTED, PENDING, UNKNOWN = "accepted", "pending", "unknown"  # the outcomes that hold a number (`held_numbers`)
 SINGLE_ACCOUNT = Account()  # the one account of a setup without accounts (the default argument)
 POSTGRES_SCHEMA = "ocean_tracking_writeback"  # never `writeback`: the journal's database may hold a warehouse
+HELD_NUMBERS_PER_QUERY = 500  # numbers in one `in (...)` list (SQLite allows 32,766 variables)
+# never copied to the warehouse: a pending direct-upload URL is a short-lived credential
+UNPUBLISHED_COLUMNS = {"upload_url", "upload_headers"}
+TIME_COLUMNS = {"logged_at", "updated_at", "intent_at"}  # ISO 8601 text here, timestamptz when published
+
+WRITEBACK_TABLES = MetaData()
+audit_log = Table(
+    "audit_log", WRITEBACK_TABLES,
+    Column("logged_at", Text, nullable=False), Column("action", Text, nullable=False),
+    Column("target", Text, nullable=False), Column("outcome", Text, nullable=False),
+    Column("http_status", BigInteger), Column("error_summary", Text),
+)  # fmt: skip
+tracking_request_outcomes = Table(
+    "tracking_request_outcomes", WRITEBACK_TABLES,
+    Column("row_key", Text, primary_key=True), Column("row_index", BigInteger), Column("request_number", Text),
+    Column("request_type", Text), Column("scac", Text), Column("status", Text, nullable=False),
+    Column("tracking_request_id", Text), Column("http_status", BigInteger), Column("errors", Text),
+    Column("updated_at", Text, nullable=False), Column("intent_at", Text),
+    Index("tracking_request_outcomes_by_number", "request_number"),  # `held_numbers`: a batch's numbers only
+)  # fmt: skip
+document_uploads = Table(
+    "document_uploads", WRITEBACK_TABLES,
+    Column("file_key", Text, primary_key=True), Column("path", Text), Column("name", Text),
+    Column("byte_size", BigInteger), Column("checksum", Text), Column("shipment_id", Text),
+    Column("container_id", Text), Column("step", Text, nullable=False), Column("blob_id", Text),
+    Column("signed_id", Text), Column("upload_url", Text), Column("upload_headers", Text),
+    Column("document_id", Text), Column("last_error", Text), Column("updated_at", Text, nullable=False),
+    Column("intent_at", Text),
+)  # fmt: skip
+PUBLISHED_TABLES = tuple(WRITEBACK_TABLES.tables)
+_HOLDING = select(tracking_request_outcomes).where(
+    tracking_request_outcomes.c.status.in_((ACCEPTED, PENDING, UNKNOWN)),
+    tracking_request_outcomes.c.request_number.in_(bindparam("numbers", expanding=True)),
+).order_by(tracking_request_outcomes.c.updated_at)
+# built once, as the hot paths of a batch run them for every row
+_OUTCOME = select(tracking_request_outcomes).where(tracking_request_outcomes.c.row_key == bindparam("row_key"))
+_UPLOAD = select(document_uploads).where(document_uploads.c.file_key == bindparam("file_key"))
+_AUDIT = insert(audit_log)
 
 
 def postgres_schema(account: Account | None = None) -> str:
     """The PostgreSQL schema of an account's journal (the one account's, or a named account's own
     `ocean_tracking_writeback_<account>`)."""
     return (account or Account()).suffixed(POSTGRES_SCHEMA)
-
-
-# `{schema}`: where the journal's tables are (SQLite: the attached `writeback`; PostgreSQL: `postgres_schema(account)`)
-_DDL = (
-    """create table if not exists {schema}.audit_log (
-        logged_at text not null, action text not null, target text not null, outcome text not null,
-        http_status integer, error_summary text)""",
-    """create table if not exists {schema}.tracking_request_outcomes (
-        row_key text primary key, row_index integer, request_number text, request_type text,
-        scac text, status text not null, tracking_request_id text, http_status integer,
-        errors text, updated_at text not null, intent_at text)""",
-    """create table if not exists {schema}.document_uploads (
-        file_key text primary key, path text, name text, byte_size integer, checksum text,
-        shipment_id text, container_id text, step text not null, blob_id text, signed_id text,
-        upload_url text, upload_headers text, document_id text, last_error text,
-        updated_at text not null, intent_at text)""",
-)
-HELD_NUMBERS_PER_QUERY = 500  # numbers in one `in (...)` list (SQLite allows 32,766 variables)
-PUBLISHED_TABLES = ("audit_log", "tracking_request_outcomes", "document_uploads")
-# never copied to the warehouse: a pending direct-upload URL is a short-lived credential
-UNPUBLISHED_COLUMNS = {"upload_url", "upload_headers"}
-INTEGER_COLUMNS = {"row_index", "http_status", "byte_size"}
-TIME_COLUMNS = {"logged_at", "updated_at", "intent_at"}
-
-UPLOAD_COLUMNS = (
-    "file_key", "path", "name", "byte_size", "checksum", "shipment_id", "container_id", "step", "blob_id",
-    "signed_id", "upload_url", "upload_headers", "document_id", "last_error", "intent_at",
-)
-TRACKING_COLUMNS = (
-    "row_key", "row_index", "request_number", "request_type", "scac", "status", "tracking_request_id",
-    "http_status", "errors", "intent_at",
-)
 
 
 def _now() -> str:
@@ -99,20 +115,6 @@ def error_summary(error: BaseException) -> str:
     """One short line for an error: the ApiError text (pointers included), else the exception type+text."""
     text = str(error) if isinstance(error, ApiError) else f"{type(error).__name__}: {error}"
     return " | ".join(line.strip() for line in text.splitlines() if line.strip())[:500]
-
-
-def _dicts(cursor: Any) -> list[dict[str, Any]]:
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-
-def _upsert(table: str, columns: Sequence[str], key: str, unless: str | None = None) -> str:
-    """Insert a whole row, or replace every column of the row with the same `key` (both databases' spelling);
-    with `unless`, a condition on the stored row (as `stored.<column>`), a row it holds for is left as it is."""
-    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != key)
-    keep = f" where not ({unless})" if unless else ""
-    return (f"insert into {table} as stored ({', '.join(columns)}) values ({', '.join('?' for _ in columns)}) "
-            f"on conflict ({key}) do update set {updates}{keep}")
 
 
 class WritebackStore:
@@ -126,11 +128,19 @@ class WritebackStore:
                  account: Account | None = None) -> None:
         self.account = account if account is not None else Account()
         location = location if location is not None else writeback_journal_location(account=self.account)
-        self._db = open_backend(location, _DDL, what="write-back journal", setting=WRITEBACK_JOURNAL_ENV,
-                                sqlite_schema=SCHEMA, postgres_schema=postgres_schema(self.account), timeout=timeout,
-                                if_lost="rows it recorded could then be sent again")
+        self._db = JournalDatabase(location, WRITEBACK_TABLES, what="write-back journal", setting=WRITEBACK_JOURNAL_ENV,
+                                   postgres_schema=postgres_schema(self.account), timeout=timeout)
+        self._db.create(if_lost="rows it recorded could then be sent again")
         self.path: Path | None = self._db.path
-        self._schema = self._db.schema
+        outcome = self._db.insert(tracking_request_outcomes)
+        self._record_outcome = outcome.on_conflict_do_update(  # an `accepted` outcome is final
+            index_elements=[tracking_request_outcomes.c.row_key],
+            set_={c.name: outcome.excluded[c.name] for c in tracking_request_outcomes.c if not c.primary_key},
+            where=tracking_request_outcomes.c.status != ACCEPTED)
+        upload = self._db.insert(document_uploads)
+        self._save_upload = upload.on_conflict_do_update(
+            index_elements=[document_uploads.c.file_key],
+            set_={c.name: upload.excluded[c.name] for c in document_uploads.c if not c.primary_key})
 
     def __repr__(self) -> str:
         return f"WritebackStore({self._db.describe()!r})"
@@ -139,10 +149,15 @@ class WritebackStore:
         """Close the journal."""
         self._db.close()
 
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        """The rows of one query on the journal (`?` placeholders; bare table names read either backend): for
-        checks and tests, which then read a SQLite and a PostgreSQL journal alike."""
-        return self._db.execute(sql, params).fetchall()
+    def rows(self, sql: str, parameters: Mapping[str, Any] | None = None) -> list[tuple]:
+        """The rows of one query on the journal (SQL both databases take, bare table names, `:name`
+        parameters): for checks and tests, which then read a SQLite and a PostgreSQL journal alike."""
+        with self._db.connect() as connection:
+            return [tuple(row) for row in connection.execute(text(sql), parameters)]
+
+    def _dicts(self, statement: Executable, parameters: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        with self._db.connect() as connection:
+            return [dict(row) for row in connection.execute(statement, parameters).mappings()]
 
     @contextmanager
     def batch(self, timeout: float | None = None) -> Iterator[None]:
@@ -158,18 +173,15 @@ class WritebackStore:
         self, action: str, target: str, outcome: str, *, http_status: int | None = None, error: str | None = None
     ) -> None:
         """Append one write (or reconciliation) to `writeback.audit_log`: who was touched, what came back."""
-        self._db.execute(
-            f"insert into {self._schema}.audit_log values (?, ?, ?, ?, ?, ?)",
-            [_now(), action, target, outcome, http_status, error],
-        )
+        with self._db.connect() as connection:
+            connection.execute(_AUDIT, {"logged_at": _now(), "action": action, "target": target, "outcome": outcome,
+                                        "http_status": http_status, "error_summary": error})
 
     # ---- tracking requests ------------------------------------------------------------------------
 
     def tracking_outcome(self, row_key: str) -> dict[str, Any] | None:
         """The recorded outcome of a normalized row (by idempotency key), or None if never sent."""
-        rows = _dicts(self._db.execute(
-            f"select * from {self._schema}.tracking_request_outcomes where row_key = ?", [row_key]
-        ))
+        rows = self._dicts(_OUTCOME, {"row_key": row_key})
         return rows[0] if rows else None
 
     def held_numbers(self, numbers: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -177,19 +189,12 @@ class WritebackStore:
         be sent again: the row that created its tracking request (`accepted`), else an intent not settled yet
         (`pending`, `unknown`). Read once a batch, which the batch lock keeps every other batch out of; found
         by the number, not the key, so rows recorded under any key (a journal written when the key was a hash
-        of the whole row) count. Only the batch's numbers are read, never the journal's whole history."""
+        of the whole row) count. Only the batch's numbers are read (by their index), never the whole history."""
         wanted = set(numbers)
-        statuses = (ACCEPTED, PENDING, UNKNOWN)
         held: dict[tuple[str, str], dict[str, Any]] = {}
         requested = sorted({number for _, number in wanted})
         for start in range(0, len(requested), HELD_NUMBERS_PER_QUERY):
-            chunk = requested[start:start + HELD_NUMBERS_PER_QUERY]
-            records = _dicts(self._db.execute(
-                f"select * from {self._schema}.tracking_request_outcomes where status in (?, ?, ?)"
-                f" and request_number in ({', '.join('?' for _ in chunk)}) order by updated_at",
-                [*statuses, *chunk],
-            ))  # fmt: skip
-            for record in records:
+            for record in self._dicts(_HOLDING, {"numbers": requested[start:start + HELD_NUMBERS_PER_QUERY]}):
                 number = (record["request_type"], record["request_number"])
                 if number in wanted and (number not in held or record["status"] == ACCEPTED):
                     held[number] = record
@@ -197,18 +202,12 @@ class WritebackStore:
 
     def tracking_outcomes_in(self, *statuses: str) -> list[dict[str, Any]]:
         """Every recorded row in one of `statuses` (e.g. the intents a crash left pending), oldest first."""
-        marks = ", ".join("?" for _ in statuses)
-        return _dicts(self._db.execute(
-            f"select * from {self._schema}.tracking_request_outcomes where status in ({marks}) order by updated_at",
-            list(statuses),
-        ))
+        return self._dicts(select(tracking_request_outcomes).where(tracking_request_outcomes.c.status.in_(statuses))
+                           .order_by(tracking_request_outcomes.c.updated_at))
 
     def claimed_tracking_ids(self) -> set[str]:
         """Tracking request ids already attributed to some row (reconciliation never claims one twice)."""
-        rows = self._db.execute(
-            f"select tracking_request_id from {self._schema}.tracking_request_outcomes where tracking_request_id is not null"
-        ).fetchall()
-        return {r[0] for r in rows}
+        return self._claimed(tracking_request_outcomes.c.tracking_request_id)
 
     def record_tracking_outcome(self, row: Mapping[str, Any], status: str, *, tracking_request_id: str | None = None,
                                 http_status: int | None = None, errors: list[dict] | None = None,
@@ -216,45 +215,41 @@ class WritebackStore:
         """Upsert the outcome of one row (keyed by its idempotency key); committed before this returns. An
         `accepted` outcome is final: the row that created a tracking request stays its record, whatever is
         recorded for the key after it."""
-        values = [row["row_key"], row.get("row_index"), row.get("request_number"), row.get("request_type"),
-                  row.get("scac"), status, tracking_request_id, http_status, json.dumps(errors or []), intent_at]
-        self._db.execute(_upsert(f"{self._schema}.tracking_request_outcomes", [*TRACKING_COLUMNS, "updated_at"],
-                                 "row_key", unless=f"stored.status = '{ACCEPTED}'"), [*values, _now()])
+        values = {"row_key": row["row_key"], "row_index": row.get("row_index"),
+                  "request_number": row.get("request_number"), "request_type": row.get("request_type"),
+                  "scac": row.get("scac"), "status": status, "tracking_request_id": tracking_request_id,
+                  "http_status": http_status, "errors": json.dumps(errors or []), "updated_at": _now(),
+                  "intent_at": intent_at}
+        with self._db.connect() as connection:
+            connection.execute(self._record_outcome, values)
 
     # ---- document uploads -------------------------------------------------------------------------
 
     def upload(self, file_key: str) -> dict[str, Any] | None:
         """The journal entry of one file (by its key), or None if it was never started."""
-        rows = _dicts(self._db.execute(f"select * from {self._schema}.document_uploads where file_key = ?", [file_key]))
-        if not rows:
-            return None
-        entry = rows[0]
-        entry["upload_headers"] = json.loads(entry["upload_headers"]) if entry["upload_headers"] else None
-        return entry
+        rows = self._dicts(_UPLOAD, {"file_key": file_key})
+        return _entry(rows[0]) if rows else None
 
     def uploads_at(self, *steps: str) -> list[dict[str, Any]]:
         """Every journal entry at one of `steps` (e.g. a document creation a crash left pending)."""
-        marks = ", ".join("?" for _ in steps)
-        keys = self._db.execute(
-            f"select file_key from {self._schema}.document_uploads where step in ({marks}) order by updated_at",
-            list(steps),
-        ).fetchall()
-        return [entry for (key,) in keys if (entry := self.upload(key)) is not None]
+        query = select(document_uploads).where(document_uploads.c.step.in_(steps)).order_by(document_uploads.c.updated_at)
+        return [_entry(row) for row in self._dicts(query)]
 
     def save_upload(self, entry: Mapping[str, Any]) -> None:
         """Upsert a journal entry (the whole row: step, ids, the pending URL or None); committed at once."""
-        values = [entry.get(c) for c in UPLOAD_COLUMNS]
-        headers_at = UPLOAD_COLUMNS.index("upload_headers")
-        values[headers_at] = json.dumps(values[headers_at]) if values[headers_at] is not None else None
-        self._db.execute(_upsert(f"{self._schema}.document_uploads", [*UPLOAD_COLUMNS, "updated_at"], "file_key"),
-                         [*values, _now()])
+        values = {c.name: entry.get(c.name) for c in document_uploads.c} | {"updated_at": _now()}
+        if values["upload_headers"] is not None:
+            values["upload_headers"] = json.dumps(values["upload_headers"])
+        with self._db.connect() as connection:
+            connection.execute(self._save_upload, values)
 
     def claimed_document_ids(self) -> set[str]:
         """Document ids already attributed to some file (reconciliation never claims one twice)."""
-        rows = self._db.execute(
-            f"select document_id from {self._schema}.document_uploads where document_id is not null"
-        ).fetchall()
-        return {r[0] for r in rows}
+        return self._claimed(document_uploads.c.document_id)
+
+    def _claimed(self, column: Column[str]) -> set[str]:
+        with self._db.connect() as connection:
+            return set(connection.scalars(select(column).where(column.is_not(None))))
 
     # ---- publishing -------------------------------------------------------------------------------
 
@@ -263,12 +258,10 @@ class WritebackStore:
         `writeback_<account>`) for analysts (upload URLs left out), replacing the previous copy in one
         transaction; rows per table. Waits while another process writes the warehouse (see `pipelines.warehouse.connections`)."""
         tables = {}
-        for name in PUBLISHED_TABLES:
-            cursor = self._db.execute(f"select * from {self._schema}.{name}")
-            columns = [d[0] for d in cursor.description if d[0] not in UNPUBLISHED_COLUMNS]
-            rows = _dicts(cursor)
-            schema = pa.schema([(c, pa.int64() if c in INTEGER_COLUMNS else pa.string()) for c in columns])
-            tables[name] = pa.Table.from_pylist([{c: row[c] for c in columns} for row in rows], schema=schema)
+        for table in WRITEBACK_TABLES.tables.values():
+            columns = [c for c in table.c if c.name not in UNPUBLISHED_COLUMNS]
+            schema = pa.schema([(c.name, pa.int64() if isinstance(c.type, Integer) else pa.string()) for c in columns])
+            tables[table.name] = pa.Table.from_pylist(self._dicts(select(*columns)), schema=schema)
         with warehouse.writing(), warehouse.connect() as con:
             con.begin()
             schema_name = self.account.writeback_schema
@@ -283,6 +276,12 @@ class WritebackStore:
                 con.unregister("journal_rows")
             con.commit()
         return {name: table.num_rows for name, table in tables.items()}
+
+
+def _entry(row: dict[str, Any]) -> dict[str, Any]:
+    """An upload's journal entry as the actions use it: its direct-upload headers parsed."""
+    row["upload_headers"] = json.loads(row["upload_headers"]) if row["upload_headers"] else None
+    return row
 
 
 def _journal_beside(warehouse: WarehouseStore, account: Account) -> Path:
