@@ -3,7 +3,8 @@
 The assets that spend API requests (the ingest) stay on their schedules and the pending-tracking-request
 sensor: they are what costs the account's 100 requests a minute. Everything downstream of them reads only
 the warehouse, so it follows the data instead of a clock: the dbt models (and their tests, which are their
-asset checks), the GeoParquet and the PNG maps carry `AutomationCondition.eager()`. After any ingest
+asset checks), the GeoParquet and the PNG maps carry `AutomationCondition.eager()`, which they take from
+`automation_for` here where they are defined (`assets.models`' translator, `assets.maps`). After any ingest
 (scheduled, sensor-driven or launched by hand from the UI) the next evaluation of the automation sensor
 requests every downstream asset whose upstream changed, in dependency order, in one run; an asset whose
 upstream did not change is not requested, and nothing is requested twice for one change.
@@ -16,8 +17,6 @@ it every `AUTOMATION_INTERVAL_SECONDS`), so freshness needs no manual step after
 `dagster-daemon run`. It evaluates only the assets that carry a condition.
 """
 
-from collections.abc import Sequence
-
 import dagster as dg
 
 AUTOMATION_SENSOR_NAME = "follow_upstream_changes"
@@ -26,19 +25,13 @@ AUTOMATION_INTERVAL_SECONDS = 30
 FOLLOWING_GROUPS = ("analytics_staging", "analytics", "maps")
 
 
-def follows_upstream(spec: dg.AssetSpec) -> dg.AssetSpec:
-    """The spec with `eager()` when its asset is in a group that only reads the warehouse, else unchanged."""
-    if spec.group_name in FOLLOWING_GROUPS:
-        return spec.replace_attributes(automation_condition=dg.AutomationCondition.eager())
-    return spec
+def automation_for(group_name: str | None) -> dg.AutomationCondition | None:
+    """`eager()` for an asset of a group that only reads the warehouse, else None (it runs when scheduled).
 
-
-def with_automation(assets: Sequence[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
-    """The asset definitions, with the downstream ones following their upstream (`follows_upstream`).
-
-    Applied here, in one place, rather than in each decorator: which assets may run on their own is a
-    policy of the deployment (no API spend without a schedule), not a property of each asset."""
-    return [mapped for mapped in dg.map_asset_specs(follows_upstream, assets) if isinstance(mapped, dg.AssetsDefinition)]
+    The modules that define assets ask here rather than each choosing its own condition: which assets may
+    run on their own is one policy of the deployment (no API spend without a schedule), not a property of
+    each asset."""
+    return dg.AutomationCondition.eager() if group_name in FOLLOWING_GROUPS else None
 
 
 automation_sensor = dg.AutomationConditionSensorDefinition(

@@ -1,4 +1,13 @@
-"""The Dagster code location: `dagster dev` at the project root loads it (`[tool.dagster]` in pyproject).
+"""The Dagster code location `ocean_tracking`: `assets/` is the project's defs folder (`[tool.dg]` in
+pyproject.toml, which `dg`, `dagster dev`, `dagster-daemon run` and `dagster-webserver` started at the
+project root all read), and this module, `[tool.dg.project]`'s `code_location_target_module`, is its entry:
+the folder's definitions (`dg.load_from_defs_folder`: every module-level asset, check, job, schedule and
+sensor of each module, an object imported by several modules counted once) with the resources and the
+executor. The location is named in `[tool.dg.project]`, not after the folder the repository lies in.
+
+This module is one of the folder's own: the folder is loaded while it is being imported, so it contributes
+what it defines above that call (classes and functions, no definition); `dg list defs` and `dg check defs`
+load the location through this module as every Dagster process does.
 
 Loading it reads no database, writes no file and opens no connection: resources read the environment
 lazily, the refresh schedule plans its cadence at each tick, and the models come from the dbt manifest
@@ -17,28 +26,12 @@ with its own key variable instead of the shared one: see `assets.accounts`.
 """
 
 import os
+from pathlib import Path
 
 import dagster as dg
 
 from assets.accounts import account_partitions
-from assets.alerts import alert_sensors
-from assets.automation import automation_sensor, with_automation
-from assets.checks import ingest_checks
-from assets.ingest import ocean_tracking_assets
-from assets.maintenance import lake_maintenance, lake_maintenance_job, lake_maintenance_schedule
-from assets.maps import map_assets
-from assets.models import model_assets
 from assets.resources import OceanTrackingApi, Warehouse
-from assets.schedules import full_sync_job, full_sync_schedule, refresh_job, refresh_schedule
-from assets.sensors import follow_up_job, pending_tracking_requests_sensor
-from assets.webhooks import (
-    apply_notifications_job,
-    route_map_freshness_sensor,
-    route_maps_job,
-    webhook_feed_is_live,
-    webhook_notifications_sensor,
-)
-from assets.writeback import writeback_jobs
 from pipelines.settings import (
     API_KEY_ENV,
     APP_URL_ENV,
@@ -78,18 +71,14 @@ def build_resources() -> dict[str, dg.ConfigurableResource]:
     }
 
 
-defs = dg.Definitions(
-    assets=with_automation([ocean_tracking_assets, *model_assets, *map_assets, lake_maintenance]),
-    # the models' checks are their dbt tests, part of model_assets
-    asset_checks=[*ingest_checks, webhook_feed_is_live],
-    jobs=[full_sync_job, refresh_job, follow_up_job, apply_notifications_job, route_maps_job, lake_maintenance_job,
-          *writeback_jobs],
-    schedules=[full_sync_schedule, refresh_schedule, lake_maintenance_schedule],
-    sensors=[pending_tracking_requests_sensor, webhook_notifications_sensor, route_map_freshness_sensor,
-             automation_sensor, *alert_sensors],
-    resources=build_resources(),
-    # Every run (scheduled, sensor, automation, UI) executes its steps in the run worker's one process:
-    # the code location is imported once a run, not once a step, and steps share it one after the other,
-    # which the one-slot pool and the writer lock required anyway (see BENCHMARKS.md, daemon runs).
-    executor=dg.in_process_executor,
+defs = dg.Definitions.merge(
+    # every asset, check, job, schedule and sensor the modules of this folder define, each taken once
+    dg.load_from_defs_folder(path_within_project=Path(__file__).parent),
+    dg.Definitions(
+        resources=build_resources(),
+        # Every run (scheduled, sensor, automation, UI) executes its steps in the run worker's one process:
+        # the code location is imported once a run, not once a step, and steps share it one after the other,
+        # which the one-slot pool and the writer lock required anyway (see BENCHMARKS.md, daemon runs).
+        executor=dg.in_process_executor,
+    ),
 )

@@ -41,6 +41,7 @@ from pydantic import Field
 
 from assets.accounts import account_of, account_partitions
 from assets.alerts import describe
+from assets.automation import automation_for
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
 from pipelines.geo import export_map_features_geoparquet, map_features_state
 from pipelines.settings import DATASET_NAME, MAPS_DIR_NAME, Account, data_dir, geoparquet_path
@@ -220,9 +221,10 @@ def png_preview_md(path: Path, width: int = PREVIEW_WIDTH, alt: str = "map") -> 
     return f"![{alt}](data:image/png;base64,{encoded})"
 
 
-# Shared by the three file assets: they read the raw map tables and write files, one run at a time (the pool).
+# Shared by the three file assets: they read the raw map tables and write files, one run at a time (the pool),
+# and follow their upstream as the deployment decides for their group (`assets.automation`).
 MAPS_ASSET = {"key_prefix": KEY_PREFIX, "group_name": MAPS_GROUP, "deps": RAW_DEPS, "pool": OCEAN_TRACKING_POOL,
-              "partitions_def": account_partitions}
+              "partitions_def": account_partitions, "automation_condition": automation_for(MAPS_GROUP)}
 
 # ---- assets ------------------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from dagster_dbt.asset_utils import (
 )
 
 from assets.accounts import account_of, account_partitions
+from assets.automation import automation_for
 from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
 from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
 from pipelines.warehouse.models import (
@@ -91,6 +92,10 @@ class OceanTrackingTranslator(DagsterDbtTranslator):
     def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
         """`analytics_staging` for a model under models/staging, else `analytics`."""
         return STAGING_GROUP if "staging" in dbt_resource_props.get("fqn", [])[1:-1] else ANALYTICS_GROUP
+
+    def get_automation_condition(self, dbt_resource_props: Mapping[str, Any]) -> dg.AutomationCondition | None:
+        """The deployment's condition for the model's group (`assets.automation`): every model follows its upstream."""
+        return automation_for(self.get_group_name(dbt_resource_props))
 
     def get_asset_check_spec(self, asset_spec: dg.AssetSpec, manifest: Mapping[str, Any], unique_id: str,
                              project: Any) -> dg.AssetCheckSpec | None:

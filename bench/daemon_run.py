@@ -35,7 +35,7 @@ class DaemonDeployment:
     """A Dagster instance in `home` (the project's dagster.yaml, its `.dagster/` paths moved under `home`)
     with a real `dagster-daemon run` process serving the project's code location. Every `dagster` command
     runs at the project root without `-m`, as a deployment runs them: the code location is the one
-    pyproject.toml's `[tool.dagster]` names (`ocean_tracking`), the same for the daemon and the commands.
+    pyproject.toml's `[tool.dg.project]` names (`ocean_tracking`), the same for the daemon and the commands.
 
     `env` is the environment of the daemon, hence of its code server and of every run worker."""
 

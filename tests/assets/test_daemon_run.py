@@ -77,7 +77,7 @@ def test_the_readmes_dagster_commands_name_no_module():
 def test_the_readme_starts_the_daily_schedule_where_the_daemon_runs_it(daemon_run):
     record, _, deployment, _ = daemon_run
     # the code location a daemon started at the project root serves (a command given `-m` names another)
-    served = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["dagster"]["code_location_name"]
+    served = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["dg"]["project"]["code_location_name"]
     assert record.dagster_run.remote_job_origin.location_name == served
     with deployment.instance() as instance:
         running = {(state.name, state.origin.repository_origin.code_location_origin.location_name)

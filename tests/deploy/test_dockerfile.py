@@ -89,12 +89,12 @@ def test_the_image_makes_the_dbt_manifest_as_bootstrap_does():
 
 def test_the_image_runs_the_code_server_of_the_project_location_as_a_non_root_user():
     """USER is a non-zero uid, DAGSTER_HOME is set, the gRPC port is exposed and the default command is
-    `dagster api grpc` on that port, loading the module pyproject's [tool.dagster] names."""
+    `dagster api grpc` on that port, loading the module pyproject's [tool.dg.project] names."""
     instructions = dockerfile_instructions()
     users = [i.arguments for i in instructions if i.keyword == "USER"]
     assert users and users[-1].split(":")[0] not in {"0", "root"}
     assert env_values(instructions)["DAGSTER_HOME"].startswith("/")
-    module = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["dagster"]["module_name"]
+    module = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["dg"]["project"]["code_location_target_module"]
     exposed = [i.arguments for i in instructions if i.keyword == "EXPOSE"]
     cmd = [i.arguments for i in instructions if i.keyword == "CMD"][-1]
     assert cmd == f'["dagster", "api", "grpc", "-m", "{module}", "-h", "0.0.0.0", "-p", "{exposed[0]}"]'
