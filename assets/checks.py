@@ -1,6 +1,6 @@
 """Asset checks on the ingest tables, read through `Warehouse.connect(read_only=True)`.
 
-- keys and references are dbt tests on the sources, generated from the registry (`pipelines.source.tables`)
+- keys and references are dbt tests on the sources, generated from the registry (`pipelines.source`)
   and mapped to checks on these assets by dagster-dbt (`assets.models`), not SQL of ours;
 - geometries: `st_isvalid` on `map_features_geo` (null geometries counted apart, not failures);
 - sync issues: a warning when an item skipped by the syncs (`sync_issues`) has failed for over a day;
@@ -32,7 +32,7 @@ from assets.accounts import account_of, account_partitions
 from assets.ingest import DEFAULT_FRESHNESS_HOURS, asset_key
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
 from pipelines.settings import FRESHNESS_HOURS_ENV
-from pipelines.source.tables import TABLES, loaded_columns, schema_drift
+from pipelines.source import TABLES, loaded_columns, schema_drift
 from pipelines.warehouse import table_exists
 
 

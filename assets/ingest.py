@@ -29,7 +29,7 @@ import dagster as dg
 from assets.accounts import SINGLE_ACCOUNT, account_of, account_partitions
 from assets.resources import OCEAN_TRACKING_POOL, OceanTrackingApi, Warehouse
 from pipelines.settings import DATASET_NAME, DEFAULT_FRESHNESS_HOURS, Account, pipelines_dir
-from pipelines.source.tables import TABLES
+from pipelines.source import TABLES
 from pipelines.warehouse import count_rows, loader_session, newest_loads
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ KEY_PREFIX = "ocean_tracking"
 INGEST_GROUP = "ingest"
 
 # The raw tables, their lineage (a table depends on the tables its references name) and descriptions come
-# from the registry, `pipelines.source.tables.TABLES`; all are loaded by one dlt run from one page stream.
+# from the registry, `pipelines.source.TABLES`; all are loaded by one dlt run from one page stream.
 
 
 def asset_key(table: str) -> dg.AssetKey:
@@ -78,7 +78,7 @@ class IngestConfig(dg.Config):
     """Run config of an ingest run (defaults are what the schedules use).
 
     `mode` says what the run reads: `poll`, the listing (a full sync or a refresh, by the tables selected);
-    `notifications`, what the webhook journal's pending notifications name (`pipelines.refresh`);
+    `notifications`, what the webhook journal's pending notifications name (`pipelines.sync`);
     `maps`, the route maps the map-freshness scheduler ranks first within `map_budget` requests, aiming
     at no at-sea map older than `map_bound_minutes`."""
 
@@ -203,10 +203,10 @@ def ocean_tracking_assets(
 
 def targeted_load(context: dg.AssetExecutionContext, config: IngestConfig, client: "OceanTrackingClient",
                   target: "Target", account: Account = SINGLE_ACCOUNT) -> "Loaded | None":
-    """The `notifications` and `maps` modes of an ingest run (`pipelines.refresh`): what the webhook
+    """The `notifications` and `maps` modes of an ingest run (`pipelines.sync`): what the webhook
     journal of `account` names, or the maps the scheduler chose; reported in the run's log and tags."""
     from pipelines.journals import NotificationJournal
-    from pipelines.refresh import refresh_from_notifications, refresh_maps
+    from pipelines.sync import refresh_from_notifications, refresh_maps
 
     if config.mode == "maps":
         result = refresh_maps(client, target, config.map_budget, bound_seconds=config.map_bound_minutes * 60,

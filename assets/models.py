@@ -13,7 +13,7 @@ runs `dbt parse`), never while the definitions import:
 - every dbt test on a model -> an asset check on it (the grain, accepted values, relationships, row counts);
 - every dbt test on a source -> an asset check on its ingest asset (`enable_source_tests_as_checks`): the raw
   tables' keys and references, which `scripts/dbt_sources.py` writes from the registry
-  (`pipelines.source.tables`). They run in this step's `dbt build`, before the models reading the table: a
+  (`pipelines.source`). They run in this step's `dbt build`, before the models reading the table: a
   broken key (severity error) fails the step and dbt skips the models downstream of that table; a
   reference that does not resolve warns.
 

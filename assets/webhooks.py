@@ -2,7 +2,7 @@
 
 - `webhook_notifications_sensor` reads the receiver's journal (`pipelines.webhooks`) and, when notifications
   are pending and no refresh is queued or running, launches `apply_webhook_notifications`: an ingest run in
-  `notifications` mode that loads only what they name (`pipelines.refresh`). It reports the notifications
+  `notifications` mode that loads only what they name (`pipelines.sync`). It reports the notifications
   that could not be applied.
 - `route_map_freshness_sensor` runs `refresh_route_maps` every 15 minutes while the receiver is alive: an
   ingest run in `maps` mode with the budget the last hour's runs left (`pipelines.source.map_schedule.map_budget`).
@@ -23,8 +23,8 @@ import dagster as dg
 from assets.accounts import SINGLE_ACCOUNT, account_of, account_partitions, account_runs_filter, per_account
 from assets.ingest import KEY_PREFIX, asset_key
 from pipelines.settings import Account
+from pipelines.source import TABLES
 from pipelines.source.map_schedule import map_budget
-from pipelines.source.tables import TABLES
 
 NOTIFICATION_TABLES = tuple(name for name, table in TABLES.items() if table.notified)
 INGEST_OP = "ocean_tracking_ingest"

@@ -6,7 +6,7 @@ a full sync first (not timed), then `--repeat` rounds of
 - **sync, 1 shipment changed**: one shipment's `ref_numbers` PATCHed on the service, then a whole sync
   (`pipelines.sync.sync_account`, maps included, models excluded: what the ingest asset runs);
 - **refresh, 1 shipment**: one webhook notification journaled (a real one the sandbox delivered, given a new
-  id and a newer `created_at` each round), then `pipelines.refresh.refresh_from_notifications`.
+  id and a newer `created_at` each round), then `pipelines.sync.refresh_from_notifications`.
 
 Each prints wall seconds, the limiter's wait and the local seconds (wall - wait), median / min / max of the
 rounds, and the requests each spent. With the sandbox's generous budget the wait is ~0, so the local
@@ -32,8 +32,7 @@ from bench_table import render
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.journals import NotificationJournal
-from pipelines.refresh import refresh_from_notifications
-from pipelines.sync import sync_account
+from pipelines.sync import refresh_from_notifications, sync_account
 from pipelines.warehouse import default_lake_in
 from pipelines.warehouse.destinations import ducklake_target
 from pipelines.webhooks.receiver import ReceiverThread, register_webhook

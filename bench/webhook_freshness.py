@@ -5,7 +5,7 @@ with its rate window shortened by the same factor, so the account's budget stays
 minute. Two copies of the pipeline follow the same account under two keys, each into its own DuckLake:
 
 - webhooks: a receiver journals the sandbox's signed notifications; a loop applies the pending ones every
-  `--apply-every` real seconds with `pipelines.refresh.refresh_from_notifications` (what the Dagster sensor
+  `--apply-every` real seconds with `pipelines.sync.refresh_from_notifications` (what the Dagster sensor
   launches), in this process;
 - polling: `python -m pipelines sync --no-maps --no-models` at each simulated hour, in a process of its own
   (what an hourly schedule runs).
@@ -36,8 +36,7 @@ import requests
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.journals import NotificationJournal
-from pipelines.refresh import refresh_from_notifications
-from pipelines.sync import sync_account
+from pipelines.sync import refresh_from_notifications, sync_account
 from pipelines.warehouse import default_lake_in
 from pipelines.warehouse.destinations import ducklake_target
 from pipelines.webhooks.receiver import ReceiverThread, register_webhook

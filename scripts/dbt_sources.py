@@ -1,5 +1,5 @@
 """Write dbt's sources file, `sql/models/staging/_sources.yml`, from the raw tables' registry
-(`pipelines.source.tables.TABLES`): each raw table and its documented nested tables, its description, a test
+(`pipelines.source.TABLES`): each raw table and its documented nested tables, its description, a test
 of its primary key and one of each checked reference. dagster-dbt turns these source tests into asset checks
 on the ingest assets (`enable_source_tests_as_checks`); they run in the models' `dbt build`.
 
@@ -20,10 +20,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipelines.source.tables import TABLES, RawTable, nested_table_names  # noqa: E402  (the script runs from anywhere)
+from pipelines.source import TABLES, RawTable, nested_table_names  # noqa: E402  (the script runs from anywhere)
 
 SOURCES_FILE = REPO / "sql" / "models" / "staging" / "_sources.yml"
-HEADER = "# Generated from pipelines/source/tables.py by `python scripts/dbt_sources.py --write`: edit the registry, not this file.\n"
+HEADER = "# Generated from pipelines/source/__init__.py by `python scripts/dbt_sources.py --write`: edit the registry, not this file.\n"
 SOURCE_DESCRIPTION = (
     "The raw tables dlt loads from the service (`python -m pipelines sync`, or the Dagster ingest asset "
     "`ocean_tracking`). A dlt child table (`containers__holds_at_pod_terminal`) is loaded by its root resource; "

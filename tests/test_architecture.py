@@ -17,6 +17,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pipelines", "assets", "sandbox", "demo")
 MAX_MODULE_LINES = 500
 LONG_MODULE_REASON = "# longer than 500 lines because"
+# The pipeline's rooms hold few modules, none past this many lines, and no fragment only one module uses.
+MAX_PIPELINE_MODULES = 35
+MAX_PIPELINE_MODULE_LINES = 600
+MIN_SHARED_MODULE_LINES = 60
 
 
 def test_import_contracts_hold():
@@ -82,6 +86,24 @@ def test_no_module_imports_one_that_imports_it_back():
         for module in graph.modules
     }  # fmt: skip
     assert strongly_connected(edges) == []
+
+
+def test_the_pipeline_is_a_few_rooms_of_whole_modules():
+    """At most `MAX_PIPELINE_MODULES` modules under `pipelines/` (package `__init__`s included), none longer than
+    `MAX_PIPELINE_MODULE_LINES`, and none shorter than `MIN_SHARED_MODULE_LINES` that a single module imports:
+    such a fragment belongs in its caller."""
+    paths = sorted((REPO_ROOT / "pipelines").rglob("*.py"))
+    assert len(paths) <= MAX_PIPELINE_MODULES, [str(path.relative_to(REPO_ROOT)) for path in paths]
+    lines = {path: len(path.read_text().splitlines()) for path in paths}
+    assert [str(path) for path, count in lines.items() if count > MAX_PIPELINE_MODULE_LINES] == []
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    fragments = []
+    for path, count in lines.items():
+        module = ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts).removesuffix(".__init__")
+        callers = graph.find_modules_that_directly_import(module) - {module}
+        if count < MIN_SHARED_MODULE_LINES and len(callers) == 1:
+            fragments.append(f"{module} ({count} lines, imported by {next(iter(callers))} only)")
+    assert fragments == []
 
 
 def test_modules_stay_readable_or_say_why_not():

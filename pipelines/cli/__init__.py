@@ -37,7 +37,6 @@ from pipelines.cli.commands import register_lake, register_webhooks, register_wr
 from pipelines.errors import ConfigurationError, PipelineError
 from pipelines.geo import export_map_features_geoparquet
 from pipelines.journals import NotificationJournal
-from pipelines.refresh import refresh_from_notifications, refresh_maps
 from pipelines.settings import (
     ACCOUNTS_ENV,
     API_KEY_ENV,
@@ -51,7 +50,7 @@ from pipelines.settings import (
 )
 from pipelines.source.bookkeeping import raise_if_excessive
 from pipelines.source.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
-from pipelines.sync import SyncResult, sync_account
+from pipelines.sync import SyncResult, refresh_from_notifications, refresh_maps, sync_account
 from pipelines.warehouse.destinations import GEO_VIEW, Target, resolve_target
 
 console = Console()

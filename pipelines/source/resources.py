@@ -23,7 +23,7 @@ Request plan (the service allows 100 requests a minute per account, 100 rows a p
   retries are skipped and listed in `sync_issues` (see `pipelines.source.bookkeeping`); list pages are not:
   a failed page fails the sync before anything is committed.
 - Every column the API documents is declared with its dlt type before any data arrives
-  (`pipelines.source.tables`), so a column that is null so far exists anyway, typed, and a table that
+  (`pipelines.source`), so a column that is null so far exists anyway, typed, and a table that
   received no row yet is created empty with its columns (nested tables, holds and fees, only once a row has one).
 """
 
@@ -46,6 +46,7 @@ from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import AuthorizationError, FeatureNotEnabledError, NotFoundError
 from pipelines.geo.features import feature_collections_to_table
 from pipelines.settings import PAGE_SIZE, SOURCE_NAME
+from pipelines.source import ETA_HISTORY_COLUMNS, TABLES, column_hints, nested_tables
 from pipelines.source.bookkeeping import FETCH_LOG_TABLE, SYNC_ISSUES_TABLE, ItemIssues, SyncFetchLog, digest
 from pipelines.source.map_schedule import container_phase
 from pipelines.source.pages import (
@@ -57,7 +58,6 @@ from pipelines.source.pages import (
     owners_of,
     shipment_departures,
 )
-from pipelines.source.tables import ETA_HISTORY_COLUMNS, TABLES, column_hints, nested_tables
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def _coerce_floats(table: str, rows: Iterable[dict[str, Any]]) -> list[dict[str,
 
 
 def resource_hints(table: str) -> dict[str, Any]:
-    """The dlt hints of a raw table's resource, from the registry (`pipelines.source.tables.TABLES`): keys,
+    """The dlt hints of a raw table's resource, from the registry (`pipelines.source.TABLES`): keys,
     write disposition, and every declared column (its nested tables' too), so dlt types each column, null
     or not, before any data arrives."""
     entry = TABLES[table]
@@ -144,7 +144,7 @@ def ocean_tracking(
     `client` defaults to one configured the dlt way (`SOURCES__OCEAN_TRACKING__API_KEY`, `..._BASE_URL`).
     A fresh source per run is required under Dagster (dlt issue #4253), so build it inside the asset.
 
-    A targeted refresh (`pipelines.refresh`) hands in what to load instead of the `/shipments` listing:
+    A targeted refresh (`pipelines.sync`) hands in what to load instead of the `/shipments` listing:
     `shipment_documents`, JSON:API documents of some shipments with their containers and events (built from
     webhook payloads, or one GET a shipment), with `loaded_event_ids`, the events the warehouse already holds
     for their containers (those are not fetched again); or `scheduled_maps`, the `(container id, phase)`

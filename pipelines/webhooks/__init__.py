@@ -28,7 +28,7 @@ their rows. Only a change that came without complete renderings (the vendor's "m
 covers makes the shipment fetched. A notification older than what was already applied for its shipment
 (`Batch.superseded`) is not applied at all, so a late delivery never regresses a row.
 
-Pure functions over JSON-like documents; the refresh (`pipelines.refresh`) does the HTTP and the load.
+Pure functions over JSON-like documents; the refresh (`pipelines.sync`) does the HTTP and the load.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from pipelines.api import flatten_resource
 from pipelines.api.config import ApiKey, lookup_setting
 from pipelines.errors import ConfigurationError
 from pipelines.settings import WEBHOOK_SECRET_KEY, Account
-from pipelines.source.tables import api_columns
+from pipelines.source import api_columns
 
 
 class WebhookSecret(ApiKey):

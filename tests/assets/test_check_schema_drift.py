@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from assets.checks import check_schema_drift
-from pipelines.source.tables import column_hints
+from pipelines.source import column_hints
 
 DATASET = "ocean_tracking"
 

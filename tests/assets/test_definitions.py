@@ -35,7 +35,7 @@ from assets.webhooks import (
     webhook_notifications_sensor,
 )
 from assets.writeback import writeback_jobs
-from pipelines.source.tables import TABLES
+from pipelines.source import TABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 DG = Path(sys.executable).with_name("dg")

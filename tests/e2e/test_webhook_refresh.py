@@ -13,8 +13,8 @@ import pytest
 import requests
 
 from pipelines.journals import NotificationJournal
-from pipelines.refresh import refresh_from_notifications
 from pipelines.settings import webhook_journal_path
+from pipelines.sync import refresh_from_notifications
 from pipelines.warehouse.destinations import ducklake_target
 from pipelines.webhooks import shipments_named, signature
 from pipelines.webhooks.receiver import ReceiverThread, register_webhook

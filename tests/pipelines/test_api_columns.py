@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pipelines.source.tables import COLUMNS_FILE, api_columns, column_hints, nested_tables, schema_drift
+from pipelines.source import COLUMNS_FILE, api_columns, column_hints, nested_tables, schema_drift
 from tests.support import load_script
 from tests.support.sandboxes import shared_dir
 

@@ -1,4 +1,4 @@
-"""The raw tables' registry (`pipelines.source.tables.TABLES`) is their one declaration: the dlt resources'
+"""The raw tables' registry (`pipelines.source.TABLES`) is their one declaration: the dlt resources'
 hints, the Dagster ingest specs and their lineage, the dbt sources file and the raw tables' checks derive
 from it."""
 
@@ -10,8 +10,8 @@ from assets.ingest import asset_key, ocean_tracking_assets
 from assets.models import analytics_models
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
+from pipelines.source import TABLES, RawTable, Reference
 from pipelines.source.resources import ocean_tracking
-from pipelines.source.tables import TABLES, RawTable, Reference
 from tests.support import load_script
 
 

@@ -19,7 +19,7 @@ from pipelines.settings import (
     DUCKLAKE_CATALOG_ENV,
     DUCKLAKE_STORAGE_ENV,
 )
-from pipelines.source.tables import TABLES
+from pipelines.source import TABLES
 from pipelines.warehouse import WarehouseStore
 from tests.support.lakes import lake_in
 from tests.support.sandboxes import FULL_KEY, REPO
