@@ -18,7 +18,7 @@ works offline. Several processes starting at once on a fresh machine would other
 binary while another finds it half-written), so the check-and-install holds `exclusive_file_lock` in the
 extension directory. The directory is per home folder (`~/.duckdb/extensions`), and a new machine or a
 Kubernetes pod starts with an empty one; dlt's own connections (the loader, the state restore, the questions
-`extract/loaded.py` asks) autoload `ducklake`, `postgres_scanner` and `httpfs` from it and never install,
+`pipelines.source.bookkeeping.query_loaded` asks) autoload `ducklake`, `postgres_scanner` and `httpfs` from it and never install,
 so `ducklake_target` calls `ensure_bundled_extensions` before dlt connects.
 
 **The PostgreSQL catalog.** A local lock file serializes writers on one machine only. With the catalog in
