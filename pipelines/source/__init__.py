@@ -100,7 +100,9 @@ class RawTable:
     `merge_key` are dlt's; `columns` are dlt column hints beyond the API's documented columns (`declared`:
     whether `api_columns.json` documents it); `jsonapi_type` is the type of its rows in the API's documents;
     `resource` is False for a table whose rows ride along with the resources that record them; `notified`, a
-    table whose rows the webhook notifications name, so a notification-driven refresh loads it."""
+    table whose rows the webhook notifications name, so a notification-driven refresh loads it;
+    `unsent_columns`, declared columns the REST API may leave out of a resource (a notification's resource
+    is complete without them)."""
 
     name: str
     description: str
@@ -114,6 +116,7 @@ class RawTable:
     jsonapi_type: str | None = None
     resource: bool = True
     notified: bool = False
+    unsent_columns: frozenset[str] = frozenset()
 
     @property
     def parents(self) -> tuple[str, ...]:
@@ -166,7 +169,9 @@ TABLES: dict[str, RawTable] = {table.name: table for table in (
     RawTable("ports", "Ports named by shipments, terminals and events (fetched by id once, ever).", jsonapi_type="port", notified=True),
     RawTable("vessels", "Vessels named by transport events (fetched by id once, ever).", jsonapi_type="vessel", notified=True),
     RawTable("tracking_requests", "Tracking requests, incremental on `updated_at` (5-minute lag window).",
-             jsonapi_type="tracking_request", notified=True, references=(
+             jsonapi_type="tracking_request", notified=True,
+             unsent_columns=frozenset({"tags"}),  # live tracking requests carry `shipment_tags`, not `tags`
+             references=(
                  _entity("tracked_object_id", "tracked_object_type", "shipment", "shipments"),
                  Reference("customer_id", "parties"))),
     RawTable("parties", "Customers (parties) of the account.", jsonapi_type="party"),
@@ -190,6 +195,11 @@ TABLES: dict[str, RawTable] = {table.name: table for table in (
              "their retries and were skipped: one row each while it fails, deleted when a sync fetches it again.",
              primary_key=("resource", "item_id"), declared=False, resource=False),
 )}  # fmt: skip
+
+
+def table_of_type(jsonapi_type: str) -> str:
+    """The raw table whose rows are of a JSON:API type (`port` → `ports`)."""
+    return next(name for name, table in TABLES.items() if table.jsonapi_type == jsonapi_type)
 
 
 def nested_table_names(table: str) -> list[str]:

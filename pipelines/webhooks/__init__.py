@@ -45,7 +45,7 @@ from pipelines.api import flatten_resource
 from pipelines.api.config import ApiKey, lookup_setting
 from pipelines.errors import ConfigurationError
 from pipelines.settings import WEBHOOK_SECRET_KEY, Account
-from pipelines.source import api_columns
+from pipelines.source import TABLES, api_columns, table_of_type
 
 
 class WebhookSecret(ApiKey):
@@ -104,14 +104,13 @@ def valid_signature(body: bytes, received: str | None, secret: WebhookSecret | s
 
 
 # The resource types a shipment document carries, and the table each becomes.
-BUNDLE_TYPES = {"shipment": "shipments", "container": "containers", "transport_event": "transport_events"}
+BUNDLE_TYPES = {type_: table_of_type(type_) for type_ in ("shipment", "container", "transport_event")}
 # Included references loaded as a page's are (vessels never come on a page: fetched by id, once).
-REFERENCE_TABLES = {"port": "ports", "terminal": "terminals"}
+REFERENCE_TABLES = {type_: table_of_type(type_) for type_ in ("port", "terminal")}
 TRACKING_REQUEST = "tracking_request"
 # Declared columns a resource need not carry to be complete, because the REST API does not send them either:
-# `links.self` comes on some resources only, and live tracking requests carry `shipment_tags`, not `tags`.
+# `links.self` comes on some resources only; a table's own are in the registry (`RawTable.unsent_columns`).
 OPTIONAL_COLUMNS = frozenset({"self_link"})
-OPTIONAL_BY_TABLE = {"tracking_requests": frozenset({"tags"})}
 
 
 @dataclass(frozen=True)
@@ -149,7 +148,7 @@ class Batch:
 def required_columns(table: str) -> frozenset[str]:
     """The columns a resource must yield for `table` to count as complete: the declared ones, a nested
     object's columns (`import_deadlines__pickup_lfd_line`) counting as its parent attribute."""
-    optional = OPTIONAL_COLUMNS | OPTIONAL_BY_TABLE.get(table, frozenset())
+    optional = OPTIONAL_COLUMNS | TABLES[table].unsent_columns
     return frozenset(name.split("__", 1)[0] for name in api_columns()[table]) - optional
 
 
