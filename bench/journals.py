@@ -10,8 +10,9 @@ Times, through each journal's public API, what the hot paths call once per event
 (`tracking_outcome`); the batch's one `held_numbers` read, for 10 numbers and for all `--ops` numbers; and
 the consumer's `pending()` of `--ops` rows (inside `consuming()`). Each repeat starts from empty journals (a
 new SQLite file, a new PostgreSQL database), runs `--ops` calls of each (`held_numbers` of all and `pending()`:
-`max(5, ops // 200)` calls) and takes wall time / calls; the table is the median over `--repeat` repeats, in
-µs per call. Nothing is asserted.
+`max(5, ops // 200)` calls) and takes wall time / calls, and this process's CPU time / calls (what the journal's
+Python and driver code cost, without the waits: an fsync, a round trip, the server's own work, another
+process on the core); the table is the median over `--repeat` repeats, in µs per call. Nothing is asserted.
 
 SQLite journals are files in a temporary folder (WAL, `synchronous=FULL`, as the journals open them: every
 write an fsync of that disk). PostgreSQL is a throwaway PostgreSQL 15 on loopback, started and removed here
@@ -116,15 +117,17 @@ def tracking_row(n: int) -> dict[str, Any]:
             "request_type": "bill_of_lading", "scac": "MSCU"}
 
 
-def per_call_us(call: Callable[[int], Any], calls: int) -> float:
-    """Wall time of `calls` calls of `call(i)`, in µs per call."""
-    started = time.perf_counter()
+def per_call_us(call: Callable[[int], Any], calls: int) -> tuple[float, float]:
+    """Wall time and this process's CPU time of `calls` calls of `call(i)`, in µs per call."""
+    started, cpu = time.perf_counter(), time.process_time()
     for i in range(calls):
         call(i)
-    return (time.perf_counter() - started) / calls * 1e6
+    return (time.perf_counter() - started) / calls * 1e6, (time.process_time() - cpu) / calls * 1e6
 
 
-def one_repeat(notification_journal: type, writeback_store: type, locations: tuple[Any, Any], ops: int) -> dict[str, float]:
+def one_repeat(
+    notification_journal: type, writeback_store: type, locations: tuple[Any, Any], ops: int
+) -> dict[str, tuple[float, float]]:
     """Every operation once, `ops` calls each, on empty journals at `locations` (notifications, write-back)."""
     bulk_calls = max(5, ops // 200)
     start = datetime(2026, 11, 27, tzinfo=UTC)
@@ -143,15 +146,27 @@ def one_repeat(notification_journal: type, writeback_store: type, locations: tup
         stack.callback(store.close)
         with store.batch():
             intent = datetime.now(UTC).isoformat()
-            took[OPERATIONS[2]] = per_call_us(lambda i: store.record_tracking_outcome(rows[i], "pending", intent_at=intent), ops)
-            took[OPERATIONS[3]] = per_call_us(
-                lambda i: store.audit("create_tracking_request", f"tracking_request:bill_of_lading:{rows[i]['request_number']}",
-                                      "accepted", http_status=201), ops)  # fmt: skip
-            took[OPERATIONS[4]] = per_call_us(
-                lambda i: store.record_tracking_outcome(rows[i], "accepted", tracking_request_id=str(i), http_status=201,
-                                                        errors=[], intent_at=intent), ops)  # fmt: skip
+
+            def record_intent(i: int) -> None:
+                store.record_tracking_outcome(rows[i], "pending", intent_at=intent)
+
+            def audit(i: int) -> None:
+                target = f"tracking_request:bill_of_lading:{rows[i]['request_number']}"
+                store.audit("create_tracking_request", target, "accepted", http_status=201)
+
+            def record_outcome(i: int) -> None:
+                store.record_tracking_outcome(rows[i], "accepted", tracking_request_id=str(i), http_status=201,
+                                              errors=[], intent_at=intent)
+
+            def held_ten(i: int) -> None:
+                first = i % (ops - 9)
+                store.held_numbers(numbers[first:first + 10])
+
+            took[OPERATIONS[2]] = per_call_us(record_intent, ops)
+            took[OPERATIONS[3]] = per_call_us(audit, ops)
+            took[OPERATIONS[4]] = per_call_us(record_outcome, ops)
             took[OPERATIONS[5]] = per_call_us(lambda i: store.tracking_outcome(rows[i]["row_key"]), ops)
-            took[OPERATIONS[6]] = per_call_us(lambda i: store.held_numbers(numbers[i % (ops - 9):i % (ops - 9) + 10]), ops)
+            took[OPERATIONS[6]] = per_call_us(held_ten, ops)
             took[OPERATIONS[7]] = per_call_us(lambda i: store.held_numbers(numbers), bulk_calls)
     return took
 
@@ -209,20 +224,21 @@ def main() -> None:
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     print(f"journals of {code_label(code_dir, source)}")
     print(f"{args.ops} calls per operation ({max(5, args.ops // 200)} for held_numbers of all and pending()), "
-          f"{args.repeat} repeats on empty journals, medians of µs per call", flush=True)
+          f"{args.repeat} repeats on empty journals, medians of µs per call (wall; CPU of this process)", flush=True)
     medians: dict[str, dict[str, float]] = {}
     for backend in backends:
         with (sqlite_locations() if backend == "sqlite" else postgres_locations()) as fresh:
             runs = []
             for k in range(args.repeat):
                 runs.append(one_repeat(notification_journal, writeback_store, fresh(), args.ops))
-                print(f"{backend} repeat {k + 1}: " + ", ".join(f"{runs[-1][op]:.0f}" for op in OPERATIONS), flush=True)
-        medians[backend] = {op: statistics.median(run[op] for run in runs) for op in OPERATIONS}
+                walls = ", ".join(f"{runs[-1][op][0]:.0f}" for op in OPERATIONS)
+                print(f"{backend} repeat {k + 1} (wall µs): {walls}", flush=True)
+        for kind, index in (("", 0), (" CPU", 1)):
+            medians[backend + kind] = {op: statistics.median(run[op][index] for run in runs) for op in OPERATIONS}
     print()
-    ops_label = {OPERATIONS[7]: f"held_numbers, all {args.ops:,} numbers", OPERATIONS[8]: f"pending(), {args.ops:,} rows"}
-    print(render(["operation", *(f"{b} µs" for b in backends)],
-                 [[ops_label.get(op, op), *(round(medians[b][op]) for b in backends)] for op in OPERATIONS]))
-
+    labels = {OPERATIONS[7]: f"held_numbers, all {args.ops:,} numbers", OPERATIONS[8]: f"pending(), {args.ops:,} rows"}
+    table = [[labels.get(op, op), *(round(medians[column][op]) for column in medians)] for op in OPERATIONS]
+    print(render(["operation", *(f"{column} µs" for column in medians)], table))
 
 if __name__ == "__main__":
     main()
