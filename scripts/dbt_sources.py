@@ -10,7 +10,6 @@ on the ingest assets (`enable_source_tests_as_checks`); they run in the models' 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from pipelines.source import TABLES, RawTable, nested_table_names  # noqa: E402  (the script runs from anywhere)
+from scripts.generated import generator_main  # noqa: E402
 
 SOURCES_FILE = REPO / "sql" / "models" / "staging" / "_sources.yml"
 HEADER = "# Generated from pipelines/source/__init__.py by `python scripts/dbt_sources.py --write`: edit the registry, not this file.\n"
@@ -72,22 +72,8 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print, write or check the sources file."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    action = parser.add_mutually_exclusive_group()
-    action.add_argument("--write", action="store_true", help="write sql/models/staging/_sources.yml")
-    action.add_argument("--check", action="store_true", help="exit 1 when the file is out of date")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.write:
-        SOURCES_FILE.write_text(text)
-    elif args.check:
-        if SOURCES_FILE.read_text() != text:
-            print(f"{SOURCES_FILE.relative_to(REPO)} is out of date: run `python scripts/dbt_sources.py --write`.")
-            return 1
-    else:
-        sys.stdout.write(text)
-    return 0
-
+    return generator_main(argv, __doc__, render(), written=SOURCES_FILE.read_text(), what=str(SOURCES_FILE.relative_to(REPO)),
+                          write=SOURCES_FILE.write_text, command="python scripts/dbt_sources.py --write")  # fmt: skip
 
 if __name__ == "__main__":
     raise SystemExit(main())

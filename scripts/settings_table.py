@@ -8,7 +8,6 @@ description and default (`setting(...)`). The table sits between two marker comm
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from pipelines.settings import SETTINGS  # noqa: E402  (the script runs from anywhere)
+from scripts.generated import generator_main  # noqa: E402
 
 README = REPO / "README.md"
 BEGIN = "<!-- settings table: generated from pipelines/settings.py by `python scripts/settings_table.py --write` -->"
@@ -43,22 +43,9 @@ def with_table(text: str, table: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print, write or check README.md's settings table."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    action = parser.add_mutually_exclusive_group()
-    action.add_argument("--write", action="store_true", help="replace the table in README.md")
-    action.add_argument("--check", action="store_true", help="exit 1 when README.md's table is out of date")
-    args = parser.parse_args(argv)
-    table = render()
-    if args.write:
-        README.write_text(with_table(README.read_text(), table))
-    elif args.check:
-        if table_in(README.read_text()) != table:
-            print("README.md's settings table is out of date: run python scripts/settings_table.py --write")
-            return 1
-    else:
-        print(table)
-    return 0
-
+    return generator_main(argv, __doc__, render(), written=table_in(README.read_text()), what="README.md's settings table",
+                          write=lambda table: README.write_text(with_table(README.read_text(), table)),
+                          command="python scripts/settings_table.py --write")  # fmt: skip
 
 if __name__ == "__main__":
     sys.exit(main())
