@@ -19,7 +19,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipelines.source import TABLES, RawTable, nested_table_names  # noqa: E402  (the script runs from anywhere)
+from pipelines.source import TABLES, RawTable, Reference, nested_table_names  # noqa: E402  (the script runs from anywhere)
 from scripts.generated import generator_main  # noqa: E402
 
 SOURCES_FILE = REPO / "sql" / "models" / "staging" / "_sources.yml"
@@ -33,20 +33,31 @@ SOURCE_DESCRIPTION = (
 )
 
 
+def key_test_name(table: RawTable) -> str:
+    """The name of a table's key test, and of the Dagster check dagster-dbt makes of it."""
+    return f"{table.name}_primary_key"
+
+
+def reference_test_name(table: RawTable, reference: Reference) -> str:
+    """The name of a reference's test and check: the table, the column and, for a polymorphic column, the
+    entity type its rows must name (`custom_fields_entity_id_container_resolves`)."""
+    entity = f"_{reference.where.split(' = ')[1].strip(chr(39))}" if reference.where else ""
+    return f"{table.name}_{reference.column}{entity}_resolves"
+
+
 def table_tests(table: RawTable) -> list[dict[str, Any]]:
     """The dbt tests of one raw table: its primary key, then each reference (severity warn)."""
     key_arguments: dict[str, Any] = {"columns": list(table.primary_key)}
     if table.key_where:
         key_arguments["only_where"] = table.key_where
-    tests: list[dict[str, Any]] = [{"raw_primary_key": {"name": f"{table.name}_primary_key", "arguments": key_arguments}}]
+    tests: list[dict[str, Any]] = [{"raw_primary_key": {"name": key_test_name(table), "arguments": key_arguments}}]
     for reference in table.references:
         arguments: dict[str, Any] = {"column_name": reference.column,
                                      "to_table": reference.parent,
                                      "field": reference.parent_column}  # fmt: skip
         if reference.where:
             arguments["only_where"] = reference.where
-        suffix = f"_{reference.where.split(' = ')[1].strip(chr(39))}" if reference.where else ""
-        test: dict[str, Any] = {"name": f"{table.name}_{reference.column}{suffix}_resolves", "arguments": arguments,
+        test: dict[str, Any] = {"name": reference_test_name(table, reference), "arguments": arguments,
                                 "config": {"severity": "warn"}}  # fmt: skip
         if reference.note:  # dagster-dbt shows a test's `meta.description` on its check
             test["config"]["meta"] = {"description": f"May warn: {reference.note}."}

@@ -119,6 +119,12 @@ class RawTable:
     unsent_columns: frozenset[str] = frozenset()
 
     @property
+    def scd2(self) -> bool:
+        """Whether dlt keeps every version of its rows (SCD2): dlt keys those rows itself, by a hash of each
+        version, and `primary_key` is then the key of the current versions (`key_where`)."""
+        return isinstance(self.write_disposition, dict) and self.write_disposition.get("strategy") == "scd2"
+
+    @property
     def parents(self) -> tuple[str, ...]:
         """The tables its references name, each once, in order: its upstream assets."""
         return tuple(dict.fromkeys(reference.parent for reference in self.references))
@@ -193,8 +199,24 @@ TABLES: dict[str, RawTable] = {table.name: table for table in (
                  _entity("entity_id", "entity_type", "tracking_request", "tracking_requests"))),
     RawTable("sync_issues", "Items (a map, a container's events, a terminal, port or vessel) that failed after "
              "their retries and were skipped: one row each while it fails, deleted when a sync fetches it again.",
-             primary_key=("resource", "item_id"), declared=False, resource=False),
+             primary_key=("resource", "item_id"), declared=False, resource=False,
+             columns={"resource": {"data_type": "text", "nullable": False},
+                      "item_id": {"data_type": "text", "nullable": False},
+                      "http_status": {"data_type": "bigint", "nullable": True},
+                      "error": {"data_type": "text", "nullable": True},
+                      "message": {"data_type": "text", "nullable": True},
+                      "first_seen_at": {"data_type": "timestamp", "nullable": True},
+                      "last_seen_at": {"data_type": "timestamp", "nullable": True},
+                      # syncs that tried the item and failed, each after its own retries
+                      "attempts": {"data_type": "bigint", "nullable": True},
+                      "resolved": {"data_type": "bool", "nullable": True, "hard_delete": True}}),
 )}  # fmt: skip
+
+
+@cache
+def double_columns(table: str) -> tuple[str, ...]:
+    """The table's declared columns of type double (the live service sends some as strings)."""
+    return tuple(name for name, hint in TABLES[table].declared_columns().items() if hint.get("data_type") == "double")
 
 
 def table_of_type(jsonapi_type: str) -> str:

@@ -66,6 +66,7 @@ from pipelines.errors import (
     PipelineError,
     RateLimitedError,
 )
+from pipelines.source import TABLES
 from pipelines.source.map_schedule import due_by_age_sql
 from pipelines.warehouse.connections import in_memory_config
 
@@ -337,18 +338,6 @@ OPEN_ITEM_ATTEMPTS = 2
 # Errors that mean the sync is wrong, not the item: never isolated.
 FATAL = (AuthenticationError, AuthorizationError, RateLimitedError, NoResponseError)
 
-SYNC_ISSUES_COLUMNS: dict[str, dict[str, Any]] = {
-    "resource": {"data_type": "text", "nullable": False},
-    "item_id": {"data_type": "text", "nullable": False},
-    "http_status": {"data_type": "bigint", "nullable": True},
-    "error": {"data_type": "text", "nullable": True},
-    "message": {"data_type": "text", "nullable": True},
-    "first_seen_at": {"data_type": "timestamp", "nullable": True},
-    "last_seen_at": {"data_type": "timestamp", "nullable": True},
-    # syncs that tried the item and failed, each after its own retries
-    "attempts": {"data_type": "bigint", "nullable": True},
-    "resolved": {"data_type": "bool", "nullable": True, "hard_delete": True},
-}
 
 T = TypeVar("T")
 
@@ -415,7 +404,8 @@ class ItemIssues:
         if not self._rows:
             return []
         rows, self._rows = self._rows, []
-        return [routed_rows(rows, SYNC_ISSUES_TABLE, ("resource", "item_id"), SYNC_ISSUES_COLUMNS)]
+        table = TABLES[SYNC_ISSUES_TABLE]
+        return [routed_rows(rows, SYNC_ISSUES_TABLE, table.primary_key, table.declared_columns())]
 
     def _record_failure(self, resource: str, item_id: str, error: ApiError) -> None:
         key = _issue_key(resource, item_id)

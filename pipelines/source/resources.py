@@ -46,7 +46,7 @@ from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import AuthorizationError, FeatureNotEnabledError, NotFoundError
 from pipelines.geo.features import feature_collections_to_table
 from pipelines.settings import PAGE_SIZE, SOURCE_NAME
-from pipelines.source import ETA_HISTORY_COLUMNS, TABLES, column_hints, nested_tables
+from pipelines.source import ETA_HISTORY_COLUMNS, TABLES, column_hints, double_columns, nested_tables
 from pipelines.source.bookkeeping import FETCH_LOG_TABLE, SYNC_ISSUES_TABLE, ItemIssues, SyncFetchLog, digest
 from pipelines.source.map_schedule import container_phase
 from pipelines.source.pages import (
@@ -76,7 +76,7 @@ TRACKING_REQUEST_LAG_SECONDS = 300
 def _coerce_floats(table: str, rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Cast the live service's string numbers (`"35.10162"`) in the table's double columns to numbers, so
     one column type holds."""
-    names = [name for name, hint in TABLES[table].declared_columns().items() if hint.get("data_type") == "double"]
+    names = double_columns(table)
     out = []
     for row in rows:
         for name in names:
@@ -100,8 +100,7 @@ def resource_hints(table: str) -> dict[str, Any]:
                              "nested_hints": nested or None}  # fmt: skip
     if entry.merge_key:
         hints["merge_key"] = entry.merge_key
-    # an SCD2 table's rows are keyed by dlt (a hash of each version); the registry's key is of current versions
-    if entry.write_disposition == "merge" or entry.write_disposition.get("strategy") != "scd2":
+    if not entry.scd2:  # dlt keys an SCD2 table's rows itself (`RawTable.scd2`)
         hints["primary_key"] = entry.primary_key
     return hints
 

@@ -44,12 +44,11 @@ def test_every_lineage_edge_is_a_reference_and_every_reference_an_edge():
 def test_every_key_and_reference_is_a_check_on_its_table():
     """dagster-dbt turns the sources file's tests into checks on the ingest assets; a raw table no model reads
     (only `sync_issues`) has its key tested by dbt's build but no Dagster check: its own check reads it."""
+    script = load_script("dbt_sources")
     checks = {(key.asset_key, key.name) for key in analytics_models.check_keys}
     missing = []
     for table in TABLES.values():
-        expected = [f"{table.name}_primary_key"]
-        expected += [f"{table.name}_{reference.column}{'_' + reference.where.split(chr(39))[1] if reference.where else ''}_resolves"
-                     for reference in table.references]  # fmt: skip
+        expected = [script.key_test_name(table), *(script.reference_test_name(table, ref) for ref in table.references)]
         missing += [(table.name, name) for name in expected if (asset_key(table.name), name) not in checks]
     assert missing == [("sync_issues", "sync_issues_primary_key")]
     assert all(spec.blocking for spec in analytics_models.check_specs if spec.name.endswith("_primary_key"))
@@ -75,8 +74,7 @@ def test_every_resource_carries_its_tables_hints(source):
         columns = schema["columns"]
         assert set(table.declared_columns()) <= set(columns), name
         keys = {column for column, hint in columns.items() if hint.get("primary_key")}
-        scd2 = isinstance(table.write_disposition, dict) and table.write_disposition.get("strategy") == "scd2"
-        assert keys == (set() if scd2 else set(table.primary_key)), name
+        assert keys == (set() if table.scd2 else set(table.primary_key)), name
         assert schema["write_disposition"] == (table.write_disposition if isinstance(table.write_disposition, str)
                                                else table.write_disposition["disposition"]), name  # fmt: skip
         if table.merge_key:
