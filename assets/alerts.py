@@ -111,15 +111,16 @@ def redact(text: str, secrets: Sequence[str] | None = None) -> str:
 
 
 def first_line(text: str | None, limit: int = MAX_ERROR_CHARS) -> str:
-    """The first non-blank line of `text`, at most `limit` characters: a message stays one line."""
-    line = next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
+    """The first non-blank line of `text`, redacted, at most `limit` characters: a message stays one line.
+    Redacted before it is cut, so a secret across the cut cannot survive as a fragment `redact` misses."""
+    line = redact(next((line.strip() for line in (text or "").splitlines() if line.strip()), ""))
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def describe(error: BaseException) -> str:
     """One redacted line naming an exception (its class and its message's first line), safe to log."""
     message = first_line(str(error))
-    return redact(f"{type(error).__name__}: {message}" if message else type(error).__name__)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 # ---- messages ----------------------------------------------------------------------------------------
@@ -169,7 +170,7 @@ def run_failure_alert(
     (the run's own failure message when no step failed, e.g. a run worker that died), redacted."""
     steps = [event.step_key for event in step_failures if event.step_key]
     error = next((error_line(event.event_specific_data.error) for event in step_failures), "")
-    error = redact(error or first_line(failure_message))
+    error = error or first_line(failure_message)
     step = steps[0] if steps else None
     where = f", step {step}" if step else ""
     text = f"Dagster run failed: job {run.job_name} (run {run.run_id[:8]}){where}: {error}"
@@ -208,7 +209,7 @@ def check_failures(instance: dg.DagsterInstance, run_id: str) -> list[dict[str, 
 def _check(key: dg.AssetCheckKey, status: str, step: str | None, error: str | None) -> dict[str, Any]:
     fallback = "did not pass" if status == "failed" else "the step failed before the check reported"
     check, asset, error = key.to_user_string(), key.asset_key.to_user_string(), first_line(error) or fallback
-    return {"check": check, "asset": asset, "status": status, "step": step, "error": redact(error)}
+    return {"check": check, "asset": asset, "status": status, "step": step, "error": error}
 
 
 def check_failure_alert(run: dg.DagsterRun, failures: Sequence[dict[str, Any]]) -> Alert:

@@ -49,7 +49,7 @@ from sqlalchemy import (
 )
 
 from pipelines.errors import ApiError, InputError
-from pipelines.journals import JournalDatabase, is_server_location
+from pipelines.journals import CHUNK, JournalDatabase, is_server_location
 from pipelines.settings import (
     WRITEBACK_JOURNAL_ENV,
     Account,
@@ -61,7 +61,6 @@ from pipelines.warehouse import WarehouseStore
 ACCEPTED, PENDING, UNKNOWN = "accepted", "pending", "unknown"  # the outcomes that hold a number (`held_numbers`)
 SINGLE_ACCOUNT = Account()  # the one account of a setup without accounts (the default argument)
 POSTGRES_SCHEMA = "ocean_tracking_writeback"  # never `writeback`: the journal's database may hold a warehouse
-HELD_NUMBERS_PER_QUERY = 500  # numbers in one `in (...)` list (SQLite allows 32,766 variables)
 # never copied to the warehouse: a pending direct-upload URL is a short-lived credential
 UNPUBLISHED_COLUMNS = {"upload_url", "upload_headers"}
 TIME_COLUMNS = {"logged_at", "updated_at", "intent_at"}  # ISO 8601 text here, timestamptz when published
@@ -193,8 +192,8 @@ class WritebackStore:
         wanted = set(numbers)
         held: dict[tuple[str, str], dict[str, Any]] = {}
         requested = sorted({number for _, number in wanted})
-        for start in range(0, len(requested), HELD_NUMBERS_PER_QUERY):
-            for record in self._dicts(_HOLDING, {"numbers": requested[start:start + HELD_NUMBERS_PER_QUERY]}):
+        for start in range(0, len(requested), CHUNK):
+            for record in self._dicts(_HOLDING, {"numbers": requested[start:start + CHUNK]}):
                 number = (record["request_type"], record["request_number"])
                 if number in wanted and (number not in held or record["status"] == ACCEPTED):
                     held[number] = record
