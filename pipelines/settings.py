@@ -332,7 +332,6 @@ LIMITER_URL_KEY = "limiter_url"
 LIMITER_URL_ENV = setting(f"{ENV_PREFIX}LIMITER_URL", "where the rate limiter's log lives: `sqlite:///...` (one "
                           "host) or `postgresql://...` (every host spending the key; a secret)",
                           default="a SQLite file in the temp dir")  # fmt: skip
-LIMITER_PATH_KEY = "limiter_path"
 LIMITER_PATH_ENV = setting(f"{ENV_PREFIX}LIMITER_PATH", f"the older spelling of `{LIMITER_URL_KEY}`: the "
                            "limiter's SQLite file", default="a SQLite file in the temp dir")  # fmt: skip
 
@@ -385,4 +384,3 @@ WEBHOOK_PATH = "/webhooks/terminal49"
 WEBHOOK_MAX_BODY_BYTES = 1024 * 1024  # larger deliveries are refused (413) before they are read whole
 WEBHOOK_HEARTBEAT_SECONDS = 10.0  # how often a running receiver says so in its journal
 WEBHOOK_SIGNATURE_HEADER = "X-T49-Webhook-Signature"
-WEBHOOK_DELIVERED_STATUSES = (200, 201, 202, 204)  # the only answers the service counts as delivered

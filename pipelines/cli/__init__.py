@@ -24,7 +24,6 @@ from typing import Any
 
 from dlt.common.exceptions import SignalReceivedException
 from dlt.pipeline.exceptions import PipelineStepFailed
-from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
@@ -33,7 +32,7 @@ from rich.text import Text
 from pipelines.api import account_named
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import Settings, load_settings
-from pipelines.cli.commands import register_lake, register_webhooks, register_writeback
+from pipelines.cli.commands import console, errors, register_lake, register_webhooks, register_writeback
 from pipelines.errors import ConfigurationError, PipelineError
 from pipelines.geo import export_map_features_geoparquet
 from pipelines.journals import NotificationJournal
@@ -51,10 +50,8 @@ from pipelines.settings import (
 from pipelines.source.bookkeeping import raise_if_excessive
 from pipelines.source.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS
 from pipelines.sync import SyncResult, refresh_from_notifications, refresh_maps, sync_account
-from pipelines.warehouse.destinations import GEO_VIEW, Target, resolve_target
-
-console = Console()
-errors = Console(stderr=True)
+from pipelines.warehouse import GEO_VIEW
+from pipelines.warehouse.destinations import Target, resolve_target
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,8 +27,6 @@ import shapely
 
 from pipelines.errors import MalformedResponseError
 
-FEATURE_TYPES = ("port", "current_vessel", "past_vessel_locations", "estimated_full_legs", "estimated_partial_leg")
-
 MAX_LATITUDE = 90.0
 # A line may run on past 180 (170 -> 190 -> 200): longitudes up to a turn and a half either way are taken as
 # meant and wrapped; beyond that a position is taken as garbage.

@@ -305,7 +305,7 @@ def ocean_tracking(
     # in memory (it ran out under the load's memory limit at 10k shipments).
     map_features.apply_hints(additional_table_hints={"x-stage-data-deduplicated": True})
     # Likewise a container's events: its bundle (or its events fetched apart) is loaded at most once a sync
-    # (`fetch_log.ONCE_A_SYNC_KINDS`), and an event belongs to one container.
+    # (`bookkeeping.ONCE_A_SYNC_KINDS`), and an event belongs to one container.
     transport_events.apply_hints(additional_table_hints={"x-stage-data-deduplicated": True})
 
     @dlt.resource(**resource_hints("tracking_requests"))

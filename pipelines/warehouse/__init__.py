@@ -6,7 +6,7 @@ a session open stops the schedule (and the schedule stops the analyst). A DuckLa
 database made for several processes (SQLite in WAL mode by default; PostgreSQL across hosts) and its
 data in immutable Parquet files: any number of read-only sessions attach while one writer commits
 snapshots, and every reader sees each new snapshot without reconnecting. Measured in
-`tests/lake/test_concurrent_analyst.py` and `bench/lake_vs_duckdb.py`.
+`tests/lake/test_session.py` and `bench/lake_vs_duckdb.py`.
 
 `WarehouseStore` is the one way in for everything that reads or writes the embedded warehouse: the load,
 the models, the exports, the write-back records, the checks, the analysts' session. Writers take one lock
@@ -38,7 +38,6 @@ own (`loader_session`), attached once for the whole sync.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -80,7 +79,6 @@ from pipelines.warehouse.connections import (
 if TYPE_CHECKING:  # the Dagster definitions import this module, and must not import dlt
     import dlt
 
-logger = logging.getLogger(__name__)
 
 # What the lake's SQLite catalog needs for several processes (measured, see STACK-NOTES): WAL, so readers
 # never block the writer, and a busy timeout, so a reader waits out a commit instead of failing.
@@ -439,15 +437,17 @@ def embedded_store(destination: str | None = None, duckdb_file: str | Path | Non
     )
 
 
+FEATURES_TABLE = "map_features"
+GEO_VIEW = "map_features_geo"
 # A view, not a retyped column: dlt owns the raw table and loads WKB as BLOB, and DuckDB has no
 # BLOB -> GEOMETRY cast that its loader could use, so the typed geometry is derived on read.
-MAP_FEATURES_GEO_VIEW = """
-create or replace view {dataset}.map_features_geo as
+MAP_FEATURES_GEO_VIEW = f"""
+create or replace view {{dataset}}.{GEO_VIEW} as
 select
     * exclude (geometry, geometry_split),
     st_geomfromwkb(geometry) as geometry,
     st_geomfromwkb(geometry_split) as geometry_split
-from {dataset}.map_features
+from {{dataset}}.{FEATURES_TABLE}
 """
 
 
@@ -485,7 +485,7 @@ def create_geometry_view(store: WarehouseStore, dataset_name: str = DATASET_NAME
 def ensure_geometry_view(con: duckdb.DuckDBPyConnection, dataset_name: str = DATASET_NAME) -> None:
     """Create `map_features_geo`, the map features with GEOMETRY columns, once the table exists. Only
     once: the view selects `*`, so it follows new columns, and on a lake every DDL is a new snapshot."""
-    if table_exists(con, dataset_name, "map_features") and not table_exists(con, dataset_name, "map_features_geo"):
+    if table_exists(con, dataset_name, FEATURES_TABLE) and not table_exists(con, dataset_name, GEO_VIEW):
         con.execute(MAP_FEATURES_GEO_VIEW.format(dataset=dataset_name))
 
 

@@ -1,3 +1,4 @@
+# longer than 500 lines because every target the pipeline loads into is here, with what follows a load into one: the PostGIS view, lake migrate.
 """Where a sync loads: dlt destinations and the dlt pipeline around the `ocean_tracking` source; what follows a
 load into PostgreSQL; and a plain DuckDB warehouse moved into the lake.
 
@@ -58,7 +59,14 @@ from pipelines.settings import (
     lake_url,
     writeback_journal_path,
 )
-from pipelines.warehouse import WarehouseStore, create_geometry_view, duckdb_store, ducklake_store
+from pipelines.warehouse import (
+    FEATURES_TABLE,
+    GEO_VIEW,
+    WarehouseStore,
+    create_geometry_view,
+    duckdb_store,
+    ducklake_store,
+)
 from pipelines.warehouse.connections import OFFLINE_CONFIG, as_url, ensure_bundled_extensions, locked_error
 from pipelines.warehouse.maintenance import copy_sqlite
 
@@ -191,8 +199,6 @@ def make_pipeline(target: Target, pipelines_dir: str | Path | None = None) -> dl
 
 
 POSTGRES_TYPE = "dlt.destinations.postgres"
-FEATURES_TABLE = "map_features"
-GEO_VIEW = "map_features_geo"
 GEOMETRY_COLUMNS = ("geometry", "geometry_split")  # the WKB columns pipelines.geo writes
 SRID = 4326
 WKB_COMMENT = "WKB geometry in EPSG:4326 (longitude, latitude); typed as PostGIS geometry in map_features_geo"

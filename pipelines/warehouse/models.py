@@ -42,7 +42,6 @@ in the process list). `--print-sql` shows them with the secrets blanked out.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import signal
@@ -81,7 +80,6 @@ from pipelines.warehouse.connections import (
 if TYPE_CHECKING:  # the Dagster definitions import this module, and must not import dlt
     import dlt
 
-logger = logging.getLogger(__name__)
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"  # the dbt project (and its profiles.yml)
 MODELS_DIR = SQL_DIR / "models"

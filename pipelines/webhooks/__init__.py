@@ -1,5 +1,5 @@
 """The service's webhooks: `receiver` registers the account's webhook with the service (its secret stored) and
-receives the deliveries, verified and journaled before they are acknowledged; `journal` keeps every signed
+receives the deliveries, verified and journaled before they are acknowledged; `pipelines.journals` keeps every signed
 notification durably, then has it consumed in order. Here, what a delivery is: its signature and its payload.
 
 The signature (`valid_signature`): the service signs every delivery, `X-T49-Webhook-Signature` being the
@@ -103,8 +103,6 @@ def valid_signature(body: bytes, received: str | None, secret: WebhookSecret | s
     return hmac.compare_digest(expected, received.strip().lower().encode("latin-1", errors="replace"))
 
 
-# The resource types a shipment document carries, and the table each becomes.
-BUNDLE_TYPES = {type_: table_of_type(type_) for type_ in ("shipment", "container", "transport_event")}
 # Included references loaded as a page's are (vessels never come on a page: fetched by id, once).
 REFERENCE_TABLES = {type_: table_of_type(type_) for type_ in ("port", "terminal")}
 TRACKING_REQUEST = "tracking_request"

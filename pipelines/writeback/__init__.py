@@ -1,5 +1,5 @@
 """Write-back: create tracking requests (`tracking_requests`), patch ref_numbers (`ref_numbers`), upload
-documents (`documents`), each journaled (`store`). Here, what every batch reads: its input rows, and the
+documents (`documents`), each journaled (`pipelines.journals.writes`). Here, what every batch reads: its input rows, and the
 lookups it needs once.
 
 Input rows: a CSV file or a DuckDB table, checked against the columns its command expects, before any
@@ -37,6 +37,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -53,6 +54,9 @@ _TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
 _SNIFF_BYTES = 8192
 #: the number of the first row below the header (see the module docstring)
 FIRST_ROW = 1
+# The service's Date has whole seconds: an intent is stamped a second early so nothing created after it is
+# missed; anything earlier is someone else's write and is never claimed.
+INTENT_MARGIN = timedelta(seconds=1)
 ROW_NUMBERING = (f"rows are numbered from {FIRST_ROW}: row {FIRST_ROW} is the first row below the header (line "
                  f"{FIRST_ROW + 1} of a CSV file)")
 
@@ -475,19 +479,6 @@ def resolve_in_warehouse(
     except duckdb.Error:
         return None
     return (row[0], _json_list(row[1])) if row else None
-
-
-def warehouse_refs(con: duckdb.DuckDBPyConnection | None, kind: str, id_: str,
-                   dataset: str = DATASET_NAME) -> list[str] | None:
-    """The ref_numbers the warehouse holds for a shipment/container id (None when unknown)."""
-    if con is None:
-        return None
-    table = "containers" if kind == "container" else "shipments"
-    try:
-        row = con.execute(f"select cast(ref_numbers as varchar) from {dataset}.{table} where id = ?", [id_]).fetchone()
-    except duckdb.Error:
-        return None
-    return _json_list(row[0]) if row else None
 
 
 def _json_list(text: str | None) -> list[str] | None:

@@ -43,7 +43,7 @@ from pipelines.api.client import OceanTrackingClient
 from pipelines.errors import ApiError, MalformedResponseError
 from pipelines.journals.writes import WritebackStore, error_summary
 from pipelines.settings import DATASET_NAME, PAGE_SIZE
-from pipelines.writeback import MANIFEST_COLUMNS, cell, read_rows
+from pipelines.writeback import INTENT_MARGIN, MANIFEST_COLUMNS, cell, read_rows
 from pipelines.writeback.ref_numbers import resolve_target
 
 CHUNK = 1 << 20
@@ -52,9 +52,7 @@ CHUNK = 1 << 20
 #: covers multi-page scanned shipping documents, and a larger file is refused locally, before its blob
 #: request, rather than by the service after its bytes were sent. Pass `max_bytes` to change it.
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
-# The service's Date has whole seconds: an intent is stamped a second early so nothing created after it is
-# missed. When the service's clock cannot be learnt, the host's is used with a wide margin for clock skew.
-INTENT_MARGIN = timedelta(seconds=1)
+# When the service's clock cannot be learnt, the host's is used with a wide margin for clock skew.
 HOST_CLOCK_MARGIN = timedelta(minutes=10)
 
 NEW, BLOB_REQUESTED, BYTES_STORED, CREATING, CREATED = "new", "blob_requested", "bytes_stored", "creating", "created"

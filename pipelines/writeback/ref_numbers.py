@@ -45,7 +45,7 @@ NOT_DONE = {INVALID, FAILED}  # a batch with one of these rows did not fully suc
 
 @dataclass
 class PatchResult:
-    """What happened to one row (numbered from `inputs.FIRST_ROW`): `before` is the target's list as the GET
+    """What happened to one row (numbered from `FIRST_ROW`): `before` is the target's list as the GET
     returned it (None when not read), `ref_numbers` the list set or to be set (for an invalid row, the list the row gave)."""
 
     row_index: int

@@ -33,7 +33,6 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from pipelines.api.client import OceanTrackingClient
@@ -48,6 +47,7 @@ from pipelines.journals.writes import ACCEPTED, PENDING, UNKNOWN, WritebackStore
 from pipelines.settings import PAGE_SIZE
 from pipelines.writeback import (
     FIRST_ROW,
+    INTENT_MARGIN,
     TRACKING_REQUEST_COLUMNS,
     PartyResolver,
     cell,
@@ -63,9 +63,6 @@ logger = logging.getLogger(__name__)
 REJECTED, INVALID, FAILED = "rejected", "invalid", "failed"
 ABSENT = "absent"  # an intent settled: never created (PENDING: intent recorded, outcome not known yet)
 UNSETTLED = (PENDING, UNKNOWN)
-# The service's Date has whole seconds: an intent is stamped a second early so nothing created after it
-# is missed; anything earlier is someone else's write and is never claimed.
-INTENT_MARGIN = timedelta(seconds=1)
 SKIPPED, WOULD_SEND = "skipped", "would_send"
 NOT_DONE = {INVALID, REJECTED, UNKNOWN, FAILED}  # a batch with one of these rows did not fully succeed
 
@@ -210,7 +207,7 @@ def _scac_problems(scac: str, rtype: str, carriers: Mapping[str, Mapping[str, An
 
 @dataclass
 class RowResult:
-    """What happened to one input row (numbered from `inputs.FIRST_ROW`)."""
+    """What happened to one input row (numbered from `FIRST_ROW`)."""
 
     row_index: int
     request_number: str

@@ -15,8 +15,8 @@ import pytest
 import shapely
 
 from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
-from pipelines.warehouse import table_row_counts
-from pipelines.warehouse.destinations import GEO_VIEW, publish_geometry_view
+from pipelines.warehouse import GEO_VIEW, table_row_counts
+from pipelines.warehouse.destinations import publish_geometry_view
 from pipelines.warehouse.models import project_models, staging_schema
 from tests.support.lakes import lake_in
 from tests.support.postgres import free_port
@@ -154,7 +154,7 @@ def test_postgres_holds_the_same_raw_tables_as_the_lake_with_postgis_geometries(
 
     in_postgres, in_lake = _postgres_row_counts(postgres_database), table_row_counts(lake, DATASET_NAME)
     # the same tables, those no row reached yet too (`departed_shipments`: no shipment left the account); only
-    # a table with a json column that no row reached would be missing (`hints.INSERT_VALUES_EMPTY_DESTINATIONS`)
+    # a table with a json column that no row reached would be missing (`resources.INSERT_VALUES_EMPTY_DESTINATIONS`)
     assert in_postgres == in_lake and in_lake["departed_shipments"] == 0
     assert in_lake["shipments"] > 0 and in_lake["map_features"] > 0
 
