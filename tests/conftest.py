@@ -23,7 +23,15 @@ import pytest
 from tests.support import postgres, s3
 from tests.support.dagster import APP_URL, BuiltWarehouse, materialize_models
 from tests.support.lakes import checkpoint, copy_lake, lake_in
-from tests.support.sandboxes import FROZEN_WORLD, sandbox_server, start_sandbox
+from tests.support.sandboxes import (
+    FROZEN_WORLD,
+    HISTORY_STEP_SECONDS,
+    HISTORY_SYNCS,
+    HISTORY_WORLD,
+    advance_clock,
+    sandbox_server,
+    start_sandbox,
+)
 from tests.support.shared import changed_files, shared_state
 from tests.support.syncs import SyncResult, sync_once
 
@@ -143,6 +151,30 @@ def built(synced: SyncResult, tmp_path_factory: pytest.TempPathFactory) -> Itera
     folder = shared_state(tmp_path_factory, "built", build)
     yield BuiltWarehouse(folder)
     assert not changed_files(folder), f"a test wrote into the shared models lake: {changed_files(folder)}"
+
+
+@pytest.fixture(scope="session")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuiltWarehouse]:
+    """A world watched over time, for the whole run (read it, never write it): HISTORY_WORLD synced
+    HISTORY_SYNCS times, its clock moved between syncs (maps on the last one only: the route geometry is
+    the latest), then every model built by its Dagster assets (dbt's tests as their checks). What the
+    models that need history (ETA accuracy, the charge history, reliability) are tested on."""
+
+    def build(folder: Path) -> None:
+        with sandbox_server(**HISTORY_WORLD) as server:
+            for done in range(1, HISTORY_SYNCS + 1):
+                result = sync_once(server, folder, include_maps=done == HISTORY_SYNCS)
+                if done < HISTORY_SYNCS:
+                    advance_clock(server, HISTORY_STEP_SECONDS)
+        checkpoint(result.store)
+        outcome = materialize_models(folder / "data", app_url=APP_URL)
+        assert outcome.success
+        checkpoint(lake_in(folder / "data"))
+        BuiltWarehouse.record(folder, outcome)
+
+    folder = shared_state(tmp_path_factory, "history", build)
+    yield BuiltWarehouse(folder)
+    assert not changed_files(folder), f"a test wrote into the shared history lake: {changed_files(folder)}"
 
 
 # ---- real servers ---------------------------------------------------------------------------------------

@@ -73,6 +73,12 @@ HARD_DELETE_COLUMN = {"deleted": {"data_type": "bool", "nullable": True, "hard_d
 #: The dates of a shipment whose every version `shipment_eta_history` keeps.
 ETA_HISTORY_COLUMNS = ("pol_etd_at", "pol_atd_at", "pod_eta_at", "pod_ata_at", "destination_eta_at",
                        "destination_ata_at")  # fmt: skip
+#: What decides a container's money at the terminal, whose every version `container_charge_history` keeps:
+#: the last free days (POD terminal, line, rail, inland facility), availability, and the holds and fees
+#: written as one canonical text each (sorted, so the same holds in another order are the same version).
+CHARGE_HISTORY_COLUMNS = {"pickup_lfd": "timestamp", "pickup_lfd_terminal": "timestamp", "pickup_lfd_line": "timestamp",
+                          "pickup_lfd_rail": "timestamp", "inland_lfd": "timestamp", "available_for_pickup": "bool",
+                          "holds": "text", "fees": "text"}  # fmt: skip
 #: Why a reference cannot hold for every row: its parent is fetched by id once, and the service may answer
 #: 404 for an id it names (the row is then known and never asked again, `pipelines.source.resources`).
 FETCHED_BY_ID = "fetched by id once; the service may name one it answers 404 for"
@@ -155,6 +161,13 @@ TABLES: dict[str, RawTable] = {table.name: table for table in (
              write_disposition={"disposition": "merge", "strategy": "scd2"}, declared=False,
              columns={"shipment_id": {"data_type": "text"}, **{name: {"data_type": "timestamp"} for name in ETA_HISTORY_COLUMNS}},
              references=(Reference("shipment_id", "shipments"),)),
+    RawTable("container_charge_history", "Every version of a container's last free days, availability, holds "
+             "and fees across syncs (dlt SCD2, like shipment_eta_history).",
+             primary_key=("container_id",), key_where="_dlt_valid_to is null", merge_key="container_id", notified=True,
+             write_disposition={"disposition": "merge", "strategy": "scd2"}, declared=False,
+             columns={"container_id": {"data_type": "text"},
+                      **{name: {"data_type": type_} for name, type_ in CHARGE_HISTORY_COLUMNS.items()}},
+             references=(Reference("container_id", "containers"),)),
     RawTable("containers", "Containers of the shipments (holds and fees as child tables), from the shipment pages.",
              jsonapi_type="container", notified=True, references=(
                  Reference("shipment_id", "shipments"),

@@ -213,13 +213,36 @@ def ocean_tracking(
     def shipments(page: Page) -> Iterator[Any]:
         yield from books.around("shipments", [page.changed_rows("shipment")])
 
+    seen_at: list[datetime] = []
+
+    def as_seen_by_the_service(resource: DltResource, versions: list[dict[str, Any]]) -> Any:
+        """`versions` of an SCD2 resource stamped with the service's clock (its `Date`, the same for the whole
+        run): dlt's `boundary_timestamp` makes a version valid from when the service showed it, not from when
+        the load ran (the same on a live service; on a sandbox whose clock moves, the simulated instant).
+        Left as they are where the resource is not SCD2 (`history_without_scd2`)."""
+        disposition = resource.write_disposition
+        if not (isinstance(disposition, dict) and disposition.get("strategy") == "scd2"):
+            return versions
+        if not seen_at:
+            seen_at.append(client.server_time() or datetime.now(UTC))
+        return dlt.mark.with_hints(versions, dlt.mark.make_hints(
+            write_disposition={**disposition, "boundary_timestamp": seen_at[0]}))  # fmt: skip
+
     # The API only shows a shipment's latest dates; SCD2 keeps every version across syncs.
     @dlt.transformer(data_from=shipment_pages, **resource_hints("shipment_eta_history"))
     def shipment_eta_history(page: Page) -> Iterator[Any]:
         # only changed shipments: the merge key retires versions of the shipments loaded, not of the rest
         versions = [{"shipment_id": row["id"], **{name: row.get(name) for name in ETA_HISTORY_COLUMNS}}
                     for row in page.changed_rows("shipment")]  # fmt: skip
-        yield from books.around("shipment_eta_history", [versions], routed=False)
+        yield from books.around("shipment_eta_history", [as_seen_by_the_service(shipment_eta_history, versions)],
+                                routed=False)
+
+    # Nor a container's latest last free days, holds and fees: SCD2 again, one version per change.
+    @dlt.transformer(data_from=shipment_pages, **resource_hints("container_charge_history"))
+    def container_charge_history(page: Page) -> Iterator[Any]:
+        versions = [charge_version(row) for row in page.changed_rows("container")]
+        yield from books.around("container_charge_history",
+                                [as_seen_by_the_service(container_charge_history, versions)], routed=False)
 
     @dlt.transformer(data_from=shipment_pages, **resource_hints(DEPARTED_TABLE))
     def departed_shipments(page: Page) -> Iterator[Any]:
@@ -344,6 +367,7 @@ def ocean_tracking(
         shipment_pages,
         shipments,
         shipment_eta_history,
+        container_charge_history,
         containers,
         transport_events,
         terminals,
@@ -358,23 +382,40 @@ def ocean_tracking(
     )
 
 
+def charge_version(container: dict[str, Any]) -> dict[str, Any]:
+    """A container's `container_charge_history` row: its last free days, availability, and its holds and fees
+    as canonical text (`name:status` and `type amount currency`, sorted, `; `-separated), so only a change of
+    what they say makes a new version."""
+    deadlines = container.get("import_deadlines") or {}
+    holds = sorted(f"{hold.get('name')}:{hold.get('status')}" for hold in container.get("holds_at_pod_terminal") or [])
+    fees = sorted(f"{fee.get('type')} {fee.get('amount')} {fee.get('currency_code')}"
+                  for fee in container.get("fees_at_pod_terminal") or [])  # fmt: skip
+    return {"container_id": container["id"], "pickup_lfd": container.get("pickup_lfd"),
+            "pickup_lfd_terminal": deadlines.get("pickup_lfd_terminal"), "pickup_lfd_line": deadlines.get("pickup_lfd_line"),
+            "pickup_lfd_rail": deadlines.get("pickup_lfd_rail"), "inland_lfd": container.get("ind_facility_lfd_on"),
+            "available_for_pickup": container.get("available_for_pickup"),
+            "holds": "; ".join(holds) or None, "fees": "; ".join(fees) or None}  # fmt: skip
+
+
 def history_without_scd2(source: DltSource) -> None:
-    """Keep `shipment_eta_history` on destinations without dlt's `scd2` (Delta lakes): insert each distinct
-    version once, keyed by a hash of its dates, stamped with when it was first seen."""
-    resource = source.resources.get("shipment_eta_history")
-    if resource is None:
-        return
-    resource.apply_hints(
-        write_disposition={"disposition": "merge", "strategy": "insert-only"},
-        primary_key="version_id",
-        merge_key=[],
-        columns={"version_id": {"data_type": "text"}, "first_seen_at": {"data_type": "timestamp"}},
-    )
-    resource.add_map(_stamp_version)
+    """Keep the history tables (the registry's SCD2 tables) on destinations without dlt's `scd2` (Delta
+    lakes): insert each distinct version once, keyed by a hash of its values, stamped with when it was first
+    seen."""
+    for name, table in TABLES.items():
+        resource = source.resources.get(name)
+        if resource is None or not table.scd2:
+            continue
+        resource.apply_hints(
+            write_disposition={"disposition": "merge", "strategy": "insert-only"},
+            primary_key="version_id",
+            merge_key=[],
+            columns={"version_id": {"data_type": "text"}, "first_seen_at": {"data_type": "timestamp"}},
+        )
+        resource.add_map(_stamp_version)
 
 
 def _stamp_version(row: dict[str, Any]) -> dict[str, Any]:
-    values = "|".join(str(row.get(name)) for name in ("shipment_id", *ETA_HISTORY_COLUMNS))
+    values = "|".join(f"{name}={value}" for name, value in sorted(row.items()))
     digest = hashlib.sha256(values.encode()).hexdigest()[:32]
     return {**row, "version_id": digest, "first_seen_at": datetime.now(UTC)}
 

@@ -29,6 +29,12 @@ from .timeutil import DAY, HOUR, MINUTE, iso
 CARRIER_WEIGHTS = {"MSCU": 18, "MAEU": 16, "CMDU": 12, "COSU": 10, "HLCU": 9, "ONEY": 8, "EGLV": 8, "OOLU": 4,
                    "YMLU": 4, "HDMU": 3, "ZIMU": 3, "APLU": 2, "SUDU": 2, "WHLC": 2, "MATS": 1, "PCIU": 1,
                    "ANNU": 1, "SAFM": 1, "SEAU": 1}
+# How each line's first (published) arrival estimate misses the actual arrival: a lateness bias and a scale
+# of the spread, so carriers differ in schedule reliability and ETA accuracy the way published rankings show
+# (no draw depends on them: the rest of the world is the same for every profile).
+RELIABILITY = {"MAEU": (0, 0.35), "HLCU": (2, 0.45), "ONEY": (4, 0.6), "EGLV": (6, 0.7), "COSU": (8, 0.8),
+               "MSCU": (14, 1.0), "CMDU": (20, 1.1), "ZIMU": (26, 1.3)}  # SCAC: (bias hours, spread factor)
+DEFAULT_RELIABILITY = (10, 0.9)
 STRIP_PREFIX = {"MAEU", "SAFM", "SUDU", "SEAU"}   # carriers whose normalized_number drops the prefix
 HOLD_KINDS = (  # name, probability, description, status
     ("customs", 0.30, "CBP hold - entry not released", "hold"),
@@ -265,7 +271,8 @@ class ShipmentFactory:
         pod_terminal = pod_terms[_ri(rng, 0, len(pod_terms))]
         route_known = None if rng.random() < 0.04 else created + _ri(rng, 2 * MINUTE, 6 * HOUR)
         published = legs[0].atd - 14 * DAY
-        eta_revs = [self._revisions(rng, published, leg.atd, leg.ata, arrival=True) for leg in legs]
+        profile = RELIABILITY.get(ident.carrier.scac, DEFAULT_RELIABILITY)
+        eta_revs = [self._revisions(rng, published, leg.atd, leg.ata, arrival=True, profile=profile) for leg in legs]
         etd_revs = [self._revisions(rng, published, leg.atd - 3 * DAY, leg.atd, arrival=False) for leg in legs]
         leg = inland_mod.pick(self.seed, self.account, ident.index, ident.request_number, pod)
         containers = [self._container(rng, ident, c, legs, pol_terminal, pod_terminal, pod_port.time_zone, leg)
@@ -278,10 +285,14 @@ class ShipmentFactory:
                     stopped, _ri(rng, 0, 3 * HOUR), extra)
 
     @staticmethod
-    def _revisions(rng: random.Random, published: int, start: int, actual: int, arrival: bool) -> list[tuple[int, int]]:
-        """Estimate history ending at `actual`: a first (original) estimate, revisions with a
-        shrinking error while under way, and a last one shortly before the event."""
-        err0 = _ri(rng, -2 * DAY, 3 * DAY) if arrival else -_ri(rng, -6 * HOUR, 2 * DAY)
+    def _revisions(rng: random.Random, published: int, start: int, actual: int, arrival: bool,
+                   profile: tuple[int, float] = (0, 1.0)) -> list[tuple[int, int]]:
+        """Estimate history ending at `actual`: a first (original) estimate, off by the carrier's `profile`
+        (bias hours, spread factor), revisions with a shrinking error while under way, and a last one
+        shortly before the event."""
+        bias_hours, spread = profile
+        err0 = (int(_ri(rng, -2 * DAY, 3 * DAY) * spread) - bias_hours * HOUR if arrival
+                else -_ri(rng, -6 * HOUR, 2 * DAY))
         err0 = err0 // (15 * MINUTE) * (15 * MINUTE)
         revs = [(published, actual + err0)]
         k = rng.randint(2, 5) if arrival else rng.randint(1, 2)

@@ -4,7 +4,7 @@ process, and the sandbox's control endpoints (its clock, faults and counters) an
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,11 @@ GENEROUS_LIMITS = {"default": 100_000, "tracking_requests_create": 100_000, "inf
 # frozen at SANDBOX_START (only a test that owns its copy moves the clock), with limits no sync reaches; a lake
 # synced from one of them is the lake any of them would give (`tests.support.shared`).
 FROZEN_WORLD = {"speed": 0.0, "limits": GENEROUS_LIMITS}
+# The world watched over time (the `history` fixture): a bigger account whose frozen clock starts 75 days
+# before SANDBOX_START and is moved 5 days between 16 syncs, so that the syncs see each arrival's ETA change
+# (over 50 arrivals with 3 versions or more) and its holds, fees and last free days come and go.
+HISTORY_WORLD = {**FROZEN_WORLD, "shipments": 200, "start": SANDBOX_START - timedelta(days=75)}
+HISTORY_SYNCS, HISTORY_STEP_SECONDS = 16, 5 * 86400
 
 
 def shared_dir() -> Path:

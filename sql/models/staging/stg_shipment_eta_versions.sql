@@ -1,6 +1,8 @@
 -- stg_shipment_eta_versions: every version of a shipment's departure/arrival dates that a sync has seen
 -- (dlt SCD2: a new version whenever any of the six dates changed between syncs).
--- Grain: one row per shipment per version; `valid_to` is null for the current version.
+-- Grain: one row per shipment per version; `valid_to` is null for the current version. `valid_from` is
+-- when the service showed the version (its clock, from the sync's responses), not when the carrier changed
+-- it: it is late by up to one sync interval (a webhook's refresh narrows that to minutes).
 -- Key: shipment_id, valid_from
 
 with source as (
