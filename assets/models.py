@@ -90,8 +90,11 @@ class OceanTrackingTranslator(DagsterDbtTranslator):
         return dbt_resource_props.get("description") or f"dbt model {dbt_resource_props['name']}"
 
     def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
-        """`analytics_staging` for a model under models/staging, else `analytics`."""
-        return STAGING_GROUP if "staging" in dbt_resource_props.get("fqn", [])[1:-1] else ANALYTICS_GROUP
+        """`analytics_staging` for a model under models/staging and for a seed (reference data the marts
+        read), else `analytics`."""
+        if dbt_resource_props["resource_type"] == "seed" or "staging" in dbt_resource_props.get("fqn", [])[1:-1]:
+            return STAGING_GROUP
+        return ANALYTICS_GROUP
 
     def get_automation_condition(self, dbt_resource_props: Mapping[str, Any]) -> dg.AutomationCondition | None:
         """The deployment's condition for the model's group (`assets.automation`): every model follows its upstream."""

@@ -60,8 +60,11 @@ def _header(sql: str) -> str:
 
 def test_one_asset_per_model_file_with_header_as_description():
     files = sorted(MODELS_DIR.rglob("*.sql"))
+    seeds = sorted((MODELS_DIR.parent / "seeds").glob("*.csv"))
     specs = {spec.key: spec for spec in analytics_models.specs}
-    assert set(specs) == {_key(path.stem) for path in files}
+    assert set(specs) == {_key(path.stem) for path in [*files, *seeds]}
+    for seed in seeds:
+        assert specs[_key(seed.stem)].group_name == "analytics_staging"
     for path in files:
         spec = specs[_key(path.stem)]
         assert spec.description == _header(path.read_text())  # the schema yml keeps the header
