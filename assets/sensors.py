@@ -32,6 +32,7 @@ FOLLOW_UP_KEYS = [
         "shipments",
         "shipment_eta_history",
         "containers",
+        "container_charge_history",
         "transport_events",
         "terminals",
         "ports",

@@ -3,7 +3,10 @@ Dagster asset into data/, print a summary, stop the sandbox. The run lands in th
 instance (.dagster/, or $DAGSTER_HOME), so `dagster dev` shows it afterwards.
 
 The demo can run any number of times: its sandbox always answers to the same key (`DEMO_API_KEY`) and
-grows the same seeded world, so a second run is an incremental sync of the first run's lake. It never
+grows the same seeded world, so a second run is an incremental sync of the first run's lake. A first run
+also watches the past: its sandbox starts `--history-weeks` weeks ago, frozen, and the demo syncs it once a
+week up to today (raw tables only), so the lake holds what a team's would after weeks of syncs: ETA
+versions, last free days, holds and fees as they changed, which the performance models need. It never
 deletes anything; to start over, delete data/. A data folder holding another account's lake is refused
 by the sync, in one line, and left as it is.
 
@@ -16,6 +19,7 @@ import argparse
 import os
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import requests
@@ -33,9 +37,10 @@ from pipelines.settings import (
     data_dir,
     geoparquet_path,
     maps_dir,
+    pipelines_dir,
 )
 from pipelines.sync import DatasetOfAnotherKeyError
-from pipelines.warehouse import WarehouseStore, embedded_store, table_row_counts
+from pipelines.warehouse import WarehouseStore, embedded_store, table_exists, table_row_counts
 from sandbox.launcher import SandboxProcess, start_sandbox
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +60,55 @@ def sandbox_arguments(shipments: int, seed: int, rate_window: float) -> tuple[st
     """`python -m sandbox` arguments of the demo's sandbox: the world of `seed` at `shipments`, the demo's key."""
     return ("--shipments", str(shipments), "--seed", str(seed), "--rate-window", str(rate_window),
             "--api-key", DEMO_API_KEY)  # fmt: skip
+
+
+def sandbox_clock_arguments(start: datetime) -> tuple[str, ...]:
+    """A frozen sandbox clock starting at `start` (the demo moves it, `advance_sandbox_clock`)."""
+    return ("--start", start.isoformat(), "--speed", "0")
+
+
+def advance_sandbox_clock(sandbox: SandboxProcess, to: datetime) -> None:
+    """Move the demo sandbox's frozen clock forward to `to` (a control call, not an API request)."""
+    root = sandbox.base_url.removesuffix("/v2")
+    now = datetime.fromisoformat(requests.get(f"{root}/_sandbox/clock", timeout=10).json()["now"])
+    if to > now:
+        requests.post(f"{root}/_sandbox/clock", json={"advance_seconds": (to - now).total_seconds()},
+                      timeout=10).raise_for_status()  # fmt: skip
+
+
+def has_history(warehouse: WarehouseStore) -> bool:
+    """Whether the demo lake already holds synced history (a first run replays weeks of it, a later run
+    continues from it: replaying the past again would date versions before those the lake holds)."""
+    if not warehouse.exists():
+        return False
+    with warehouse.connect(read_only=True) as con:
+        return table_exists(con, DATASET_NAME, "shipment_eta_history")
+
+
+def replay_history(sandbox: SandboxProcess, start: datetime, today: datetime, rate_window: float) -> int:
+    """Sync the demo sandbox once a week from `start` up to (not including) `today` into the demo lake, raw
+    tables only, with dlt's working folders where the Dagster job keeps them; returns the syncs run. The
+    Dagster job then syncs today, with maps and models."""
+    from pipelines.api.client import OceanTrackingClient
+    from pipelines.api.config import load_settings
+    from pipelines.sync import sync_account
+    from pipelines.warehouse.destinations import ducklake_target
+
+    settings = load_settings(api_key=sandbox.api_key, base_url=sandbox.base_url, app_url=sandbox.app_url,
+                             rate_window_seconds=rate_window)  # fmt: skip
+    working_dir = pipelines_dir(default=Path(os.environ["DAGSTER_HOME"]) / "dlt_pipelines")
+    syncs, at = 0, start
+    with OceanTrackingClient(settings) as client:
+        while at < today:
+            advance_sandbox_clock(sandbox, at)
+            try:
+                sync_account(client, ducklake_target(), include_maps=False, models=False, pipelines_dir=working_dir)
+            except DatasetOfAnotherKeyError as error:
+                raise DemoRunFailed(another_key_message()) from error
+            syncs += 1
+            console.print(f"  history: synced the account as it was on {at:%Y-%m-%d}")
+            at += timedelta(weeks=1)
+    return syncs
 
 
 def point_dagster_at(sandbox: SandboxProcess, rate_window: float) -> None:
@@ -83,6 +137,13 @@ def root_error(error) -> tuple[str, str]:
     return error.cls_name, " ".join(text.split()) or error.cls_name
 
 
+def another_key_message() -> str:
+    """What the demo says over a lake another key loaded (the sync refuses it: `DatasetOfAnotherKeyError`)."""
+    return (f"{data_dir()}/ holds a lake loaded with another API key than the demo's (a real account's, or a "
+            "demo's from before the demo kept one key); the demo leaves it as it is: move it away "
+            f"(mv {data_dir()} {data_dir()}-old) or set {DATA_DIR_ENV} to another folder")
+
+
 def materialize_everything(debug: bool = False) -> None:
     """Run the `full_sync` job (every asset and check) in this process on the Dagster instance; raise
     DemoRunFailed naming the failing step or check. Dagster's own log is shown with `debug` only."""
@@ -101,9 +162,7 @@ def materialize_everything(debug: bool = False) -> None:
         first = failures[0]
         kind, message = root_error(first.event_specific_data.error)
         if kind == DatasetOfAnotherKeyError.__name__:
-            message = (f"{data_dir()}/ holds a lake loaded with another API key than the demo's (a real account's, "
-                       "or a demo's from before the demo kept one key); the demo leaves it as it is: move it "
-                       f"away (mv {data_dir()} {data_dir()}-old) or set {DATA_DIR_ENV} to another folder")
+            message = another_key_message()
         raise DemoRunFailed(f"Dagster run {result.run_id[:8]} failed in step {first.step_key}: {message}")
     checks = [e.event_specific_data for e in events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     failed = [f"{c.asset_key.to_user_string()}:{c.check_name}" for c in checks if not c.passed]
@@ -146,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shipments", type=int, default=200, help="sandbox scale (default 200)")
     parser.add_argument("--seed", type=int, default=7, help="the sandbox world's seed (default 7)")
     parser.add_argument("--rate-window", type=float, default=3.0, help="sandbox rate window, seconds (real: 60)")
+    parser.add_argument("--history-weeks", type=int, default=6,
+                        help="weeks of weekly syncs a first run replays before today (default 6; 0: none)")
     parser.add_argument("--debug", action="store_true", help="show Dagster's log and tracebacks")
     args = parser.parse_args(argv)
 
@@ -153,9 +214,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         warehouse = embedded_store()
         console.print(f"Starting the sandbox ({args.shipments} shipments, seed {args.seed})…")
-        with start_sandbox(*sandbox_arguments(args.shipments, args.seed, args.rate_window)) as sandbox:
-            console.print(f"Sandbox at {sandbox.base_url}; materializing every asset into {data_dir()}/ …")
+        today = datetime.now(UTC).replace(microsecond=0)
+        replay = args.history_weeks > 0 and not has_history(warehouse)
+        start = today - timedelta(weeks=args.history_weeks) if replay else today
+        arguments = (*sandbox_arguments(args.shipments, args.seed, args.rate_window), *sandbox_clock_arguments(start))
+        with start_sandbox(*arguments) as sandbox:
             point_dagster_at(sandbox, args.rate_window)
+            if replay:
+                console.print(f"Sandbox at {sandbox.base_url}; replaying {args.history_weeks} weeks of syncs …")
+                replay_history(sandbox, start, today, args.rate_window)
+            advance_sandbox_clock(sandbox, today)
+            console.print(f"Sandbox at {sandbox.base_url}; materializing every asset into {data_dir()}/ …")
             materialize_everything(debug=args.debug)
             print_summary(warehouse, sandbox, time.monotonic() - started)
     except Exception as error:

@@ -7,6 +7,7 @@ import logging
 import shutil
 import subprocess
 import sys
+from datetime import timedelta
 
 import dagster as dg
 import pytest
@@ -22,6 +23,7 @@ from tests.support.sandboxes import (
     BASIC_KEY,
     FROZEN_WORLD,
     FULL_KEY,
+    SANDBOX_START,
     advance_clock,
     api_total,
     sandbox_stats,
@@ -138,6 +140,15 @@ def test_changes_land_after_the_clock_moves(synced, own_sandbox, synced_copy):
     closed = dict(second.query("select shipment_id, pod_eta_at from shipment_eta_history where _dlt_valid_to is not null"))
     assert {id_ for id_ in moved if closed.get(id_) == etas_before[id_]} == moved
     assert second.scalar("select count(*) from shipment_eta_history where _dlt_valid_to is null") == len(etas_after)
+    # versions are valid from the service's clock when a sync saw them (its Date), not the loader's
+    seen = SANDBOX_START + timedelta(days=5)
+    assert {at for (at,) in second.query("select distinct _dlt_valid_to from shipment_eta_history "
+                                         "where _dlt_valid_to is not null")} == {seen}  # fmt: skip
+    charges = second.query("select container_id, pickup_lfd, holds, fees from container_charge_history "
+                           f"where _dlt_valid_from = '{seen.isoformat()}'")  # fmt: skip
+    assert charges, "no container's last free day, holds or fees changed in five days"
+    current = dict(second.query("select id, pickup_lfd from containers"))
+    assert all(current[container_id] == lfd for container_id, lfd, _, _ in charges)
     assert second.scalar("select count(*) from transport_events") > events_before
     assert _duplicate_ids(second, "transport_events") == 0
     # maps of containers at sea were due again after more than an hour
