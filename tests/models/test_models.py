@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-from datetime import UTC, date, timedelta
+from datetime import UTC, date
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 from zoneinfo import ZoneInfo
@@ -33,8 +33,7 @@ from tests.support.dagster import (
     reference_terminals_csv,
 )
 from tests.support.lakes import copy_lake, lake_in
-from tests.support.sandboxes import FULL_KEY, GENEROUS_LIMITS, SANDBOX_START, advance_clock
-from tests.support.syncs import sync_once
+from tests.support.sandboxes import FULL_KEY
 
 EARTH_RADIUS_KM = 6371.0088  # mean radius (IUGG)
 SINGLE_KEYS = {"stg_containers", "stg_shipments", "stg_terminals", "stg_vessels", "stg_transport_events",
@@ -414,68 +413,6 @@ def test_without_a_zone_from_the_api_the_reference_zone_is_used(built: BuiltWare
 
 
 # ---- shipment_eta_changes ----------------------------------------------------------------------------
-
-
-def _hours(delta: timedelta) -> float:
-    return round(delta.total_seconds() / 3600, 2)
-
-
-@pytest.mark.slow
-def test_eta_history_records_each_pod_eta_change(make_sandbox, tmp_path):
-    server = make_sandbox(limits=GENEROUS_LIMITS, start=SANDBOX_START, speed=0.0)
-    sync_once(server, tmp_path, include_maps=False)
-    advance_clock(server, 5 * 86400)
-    sync_once(server, tmp_path, include_maps=False)
-    result = materialize_models(
-        tmp_path / "data",
-        selection=[
-            "analytics/stg_shipments",
-            "analytics/stg_shipment_eta_versions",
-            "analytics/shipment_eta_changes",
-        ],
-    )
-    assert result.success
-    warehouse = LakeReader(tmp_path / "data")
-
-    # expected, from the raw SCD2 rows: consecutive versions with the same POD ETA are one ETA version
-    raw = warehouse.query(
-        "select shipment_id, pod_eta_at, _dlt_valid_from, _dlt_valid_to from ocean_tracking.shipment_eta_history"
-        " order by shipment_id, _dlt_valid_from"
-    )
-    original = dict(warehouse.query("select id, pod_original_eta_at from ocean_tracking.shipments"))
-    expected: dict[str, list[dict]] = {}
-    for shipment_id, eta, valid_from, valid_to in raw:
-        versions = expected.setdefault(shipment_id, [])
-        if versions and versions[-1]["pod_eta_at"] == eta:
-            versions[-1]["valid_to"] = valid_to
-        else:
-            versions.append({"pod_eta_at": eta, "valid_from": valid_from, "valid_to": valid_to})
-    changed = {sid: versions for sid, versions in expected.items() if len(versions) >= 2}
-    assert changed, "advancing the clock 5 days changed no POD ETA"
-
-    actual = warehouse.dicts("select * from analytics.shipment_eta_changes order by shipment_id, eta_version")
-    assert len(actual) == sum(len(versions) for versions in expected.values())
-    by_shipment: dict[str, list[dict]] = {}
-    for row in actual:
-        by_shipment.setdefault(row["shipment_id"], []).append(row)
-    for shipment_id, versions in changed.items():
-        rows = by_shipment[shipment_id]
-        assert [row["eta_version"] for row in rows] == list(range(1, len(versions) + 1))
-        assert [row["pod_eta_at"] for row in rows] == [v["pod_eta_at"] for v in versions]
-        assert [row["valid_from"] for row in rows] == [v["valid_from"] for v in versions]
-        assert rows[-1]["valid_to"] is None and rows[-1]["is_current"]
-        assert rows[0]["previous_pod_eta_at"] is None and rows[0]["eta_change_hours"] is None
-        for previous, row in itertools.pairwise(rows):
-            assert row["previous_pod_eta_at"] == previous["pod_eta_at"]
-            assert previous["valid_to"] == row["valid_from"]  # versions are contiguous
-            if row["pod_eta_at"] is not None and previous["pod_eta_at"] is not None:
-                assert row["eta_change_hours"] == pytest.approx(
-                    _hours(row["pod_eta_at"] - previous["pod_eta_at"])
-                )
-        for row in rows:
-            if row["pod_eta_at"] is not None and original[shipment_id] is not None:
-                delta = row["pod_eta_at"] - original[shipment_id]
-                assert row["eta_vs_original_hours"] == pytest.approx(_hours(delta))
 
 
 # ---- route geometry ----------------------------------------------------------------------------------
