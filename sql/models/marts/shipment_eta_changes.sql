@@ -8,40 +8,10 @@
 -- once had too.
 -- Key: shipment_id, eta_version
 
-with versions as (
-    select * from {{ ref('stg_shipment_eta_versions') }}
-),
-
-flagged as (
-    select
-        *,
-        case
-            when lag(pod_eta_at) over by_time is not distinct from pod_eta_at
-                and row_number() over by_time > 1
-                then 0
-            else 1
-        end as is_change
-    from versions
-    window by_time as (partition by shipment_id order by valid_from nulls first)
-),
-
-numbered as (
-    select
-        *,
-        (sum(is_change) over (partition by shipment_id order by valid_from nulls first rows unbounded preceding))::integer as eta_version
-    from flagged
-),
-
-eta_versions as (
-    select
-        shipment_id,
-        eta_version,
-        {{ any_value('pod_eta_at') }} as pod_eta_at,
-        min(valid_from) as valid_from,
-        -- the current version has no valid_to; keep it open
-        case when bool_or(valid_to is null) then null else max(valid_to) end as valid_to
-    from numbered
-    group by shipment_id, eta_version
+with eta_versions as (
+    select shipment_id, eta_version, eta_at as pod_eta_at, valid_from, valid_to
+    from {{ ref('stg_arrival_eta_versions') }}
+    where arrival = 'port_of_discharge'
 ),
 
 with_previous as (
