@@ -3,7 +3,7 @@
 -- that has happened: a shipment's at its port of discharge (`port_of_discharge`: `pod_ata_at`) or, going
 -- inland, at its inland destination (`inland_destination`: `destination_ata_at`); a transshipment has no
 -- ETA history (stg_arrival_eta_versions). Lead times (`lead_time_days`): 1, 3, 7, 14 and 21 days.
--- ETA accuracy against the actual arrival at each lead time (the issue's definition): `eta_at` is the ETA
+-- ETA accuracy against the actual arrival at each lead time (issue 34's definition): `eta_at` is the ETA
 -- known at `known_at` = `arrived_at` - lead time, the ETA version valid then (valid_from <= known_at <
 -- valid_to, open when current); `eta_error_hours` = eta_at - arrived_at in hours (positive: the ETA was
 -- later than the arrival); `within_one_day` = |eta_error_hours| <= 24. With no version valid then (the syncs
@@ -17,7 +17,8 @@
 -- `eta_versions_before_arrival`: the ETA versions (non-empty) first seen before the arrival;
 -- `eta_revisions_before_arrival` that minus one (null with none). Carrier: the SCAC (`unknown` when none);
 -- `lane`: POL -> POD by UN/LOCODE (POD -> inland destination for an inland arrival); `vessel`: the POD
--- arrival's vessel, name and IMO (null inland: rail); `arrival_month`: the first day of arrived_at's UTC month.
+-- arrival's vessel, name and IMO (null inland: rail); `arrival_month`: the first day of arrived_at's UTC
+-- month.
 -- Key: shipment_id, arrival, lead_time_days
 
 {%- set lead_times_days = [1, 3, 7, 14, 21] %}

@@ -1,6 +1,6 @@
 -- schedule_reliability: the share of arrivals on time by the Sea-Intelligence rule (Global Liner
--- Performance report: on time within one calendar day either side of the schedule; reliability = on time
--- / all arrivals), per carrier, lane and month, against each schedule basis of
+-- Performance (GLP) report: on time within one calendar day either side of the schedule; reliability = on
+-- time / all arrivals compared), per carrier, lane and month, against each schedule basis of
 -- schedule_reliability_arrivals (`original_eta`: the carrier's first published ETA; `eta_at_departure`:
 -- the ETA seen valid when the vessel left the POL). The unit is a shipment's arrival at its port of
 -- discharge.

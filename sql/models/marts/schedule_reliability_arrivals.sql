@@ -1,6 +1,6 @@
 -- schedule_reliability_arrivals: each shipment's arrival at its port of discharge against a schedule, on
--- time or not by the Sea-Intelligence rule (Global Liner Performance report: a vessel arrival is on time
--- within one calendar day either side of the scheduled arrival).
+-- time or not by the Sea-Intelligence rule (Global Liner Performance (GLP) report, sea-intelligence.com
+-- press room: a vessel arrival is on time within one calendar day either side of the scheduled arrival).
 -- Grain: one row per shipment that arrived at its POD (`pod_ata_at`) per schedule basis. The unit is the
 -- shipment's arrival at its POD: a vessel call carrying several of the account's shipments counts once per
 -- shipment (Sea-Intelligence counts vessel calls; this weighs them by the cargo the account has on board).
@@ -8,7 +8,8 @@
 -- service keeps (`pod_original_eta_at`): the closest it has to the published schedule Sea-Intelligence
 -- measures against, and it needs no history of ours; `eta_at_departure`, the POD ETA version valid when
 -- the vessel left the POL (`pol_atd_at`; stg_arrival_eta_versions): what was promised once the cargo sailed,
--- known only where the syncs saw the shipment by then, and late by up to one sync interval like every version.
+-- known only where the syncs saw the shipment by then, and late by up to one sync interval like every
+-- version.
 -- `arrival_status`: `no_schedule` (no schedule on that basis: excluded from reliability, counted), else
 -- `early`, `on_time` or `late` by `days_off_schedule` = the arrival's calendar date - the scheduled one
 -- (on time: -1..1), dates at the POD's time zone (`date_time_zone`: the shipment's `pod_timezone` when the
@@ -74,10 +75,15 @@ compared as (
         *,
         {{ local_date('arrived_at', 'date_time_zone') }} as arrival_date_local,
         {{ local_date('scheduled_at', 'date_time_zone') }} as scheduled_date_local,
-        {{ days_between(local_date('arrived_at', 'date_time_zone'), local_date('scheduled_at', 'date_time_zone')) }}
-            as days_off_schedule,
         {{ hours_between('arrived_at', 'scheduled_at') }} / 24 as delay_days
     from dated
+),
+
+off_schedule as (
+    select
+        *,
+        {{ days_between('arrival_date_local', 'scheduled_date_local') }} as days_off_schedule
+    from compared
 )
 
 select
@@ -100,4 +106,4 @@ select
         else 'on_time'
     end as arrival_status,
     delay_days
-from compared
+from off_schedule

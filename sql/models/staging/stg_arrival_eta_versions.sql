@@ -24,7 +24,8 @@ arrival_versions as (
     select shipment_id, 'port_of_discharge' as arrival, valid_from, valid_to, pod_eta_at as eta_at
     from versions
     union all
-    select versions.shipment_id, 'inland_destination' as arrival, valid_from, valid_to, destination_eta_at as eta_at
+    select
+        versions.shipment_id, 'inland_destination' as arrival, valid_from, valid_to, destination_eta_at as eta_at
     from versions
     inner join inland_shipments
         on versions.shipment_id = inland_shipments.shipment_id
