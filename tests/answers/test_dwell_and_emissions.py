@@ -222,7 +222,10 @@ def _seed_factors() -> dict[str, dict]:
     return {row["cargo_class"]: row for row in rows if row["trade_lane"] == "default"}
 
 
-def test_leg_distances_match_pyproj_and_emissions_the_seed(history: BuiltWarehouse):
+@pytest.mark.parametrize("world", ["history", "built"])
+def test_leg_distances_match_pyproj_and_emissions_the_seed(world: str, request: pytest.FixtureRequest):
+    """On the history world (every leg sailed) and the suite's world (legs under way and planned too)."""
+    history: BuiltWarehouse = request.getfixturevalue(world)
     distances = _expected_distances(history)
     factors = _seed_factors()
     containers = _by_id(_raw(history, "containers"))
