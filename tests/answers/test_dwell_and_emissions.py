@@ -110,7 +110,7 @@ def _expected_durations(history: BuiltWarehouse) -> dict[tuple, dict]:
             "terminal_id": terminal,
             "location_locode": locode,
             "carrier_scac": shipment.get("shipping_line_scac"),
-            "lane": f"{pol}-{pod}" if pol and pod else None,
+            "lane": f"{pol or '?'} -> {pod or '?'}",
         }
     return expected
 

@@ -21,7 +21,7 @@
 -- where its clock starts); a transit has no terminal and its location is where it ends.
 -- `hours` = `ended_at` - `started_at` in hours (macro hours_between: a double rounded to 2 decimals). Only
 -- pairs with both ends actual; a pair whose end precedes its start (a carrier's error) stays, negative.
--- `carrier_scac` is the shipment's line; `lane` its POL and POD UN/LOCODEs (`pol_locode-pod_locode`).
+-- `carrier_scac` is the shipment's line; `lane` its POL and POD (`POL -> POD` by UN/LOCODE, macro lane_label).
 -- Key: container_id, measure, sequence
 
 {% set transport = 'container.transport.' %}
@@ -157,7 +157,7 @@ select
     shipments.shipping_line_scac as carrier_scac,
     shipments.port_of_lading_locode as pol_locode,
     shipments.port_of_discharge_locode as pod_locode,
-    shipments.port_of_lading_locode || '-' || shipments.port_of_discharge_locode as lane
+    {{ lane_label('shipments.port_of_lading_locode', 'shipments.port_of_discharge_locode') }} as lane
 from pairs
 inner join {{ ref('stg_containers') }} as containers
     on pairs.container_id = containers.container_id

@@ -15,7 +15,7 @@
 -- The factor: seed emission_factors, its `default` trade lane (no trade-lane rows yet) for the container's
 -- `cargo_class` (`reefer` for a reefer, else `dry`), with its `factor_edition`, `factor_source` and
 -- `factor_verified` (false: not copied from the cited edition).
--- `carrier_scac` and `lane` (`pol_locode-pod_locode`) are the shipment's, as in container_durations.
+-- `carrier_scac` and `lane` (`POL -> POD`, macro lane_label) are the shipment's, as in container_durations.
 -- Key: container_id, leg_sequence
 
 {% set great_circle_factor = 1.15 %}
@@ -91,7 +91,7 @@ select
     shipments.shipping_line_scac as carrier_scac,
     shipments.port_of_lading_locode as pol_locode,
     shipments.port_of_discharge_locode as pod_locode,
-    shipments.port_of_lading_locode || '-' || shipments.port_of_discharge_locode as lane
+    {{ lane_label('shipments.port_of_lading_locode', 'shipments.port_of_discharge_locode') }} as lane
 from measured
 left join factors
     on measured.cargo_class = factors.cargo_class

@@ -61,3 +61,14 @@ where c.{{ column_name }} is not null and ({{ only_where }})
   and not exists (select 1 from {{ parent }} as p where p.{{ field }} = c.{{ column_name }})
 {%- endif %}
 {% endtest %}
+
+{#- Every non-null `column_name` lies in [min_value, max_value] (either bound may be omitted). -#}
+{% test between(model, column_name, min_value=none, max_value=none) %}
+select {{ column_name }}
+from {{ model }}
+where {{ column_name }} is not null
+    and (
+        {%- if min_value is not none %} {{ column_name }} < {{ min_value }}{% else %} false{% endif %}
+        or {%- if max_value is not none %} {{ column_name }} > {{ max_value }}{% else %} false{% endif %}
+    )
+{% endtest %}

@@ -1,4 +1,4 @@
-{#- The labels ETA accuracy and schedule reliability group arrivals by, written once for both. -#}
+{#- The labels the performance models group by (a lane, a month), written once for all of them. -#}
 
 {#- A lane: `FROM -> TO` by UN/LOCODE, `?` for a port the service did not name. -#}
 {% macro lane_label(from_locode, to_locode) -%}
