@@ -24,3 +24,17 @@ timestamps are the local wall-clock time written as UTC). -#}
             on containers.final_destination_timezone = inland_zone.time_zone
     )
 {%- endmacro %}
+
+{#- The whole numbers 0 to `last` (an integer expression, maybe correlated: join it `lateral`) as rows of a
+relation with the one column `day_number`; none when `last` is negative. DuckDB's generate_series in a
+select list is a list (unnested here), PostgreSQL's a set of rows; a column list on the alias
+(`as t(day_number)`) would read the same on both but does not transpile to BigQuery. -#}
+{% macro day_numbers(last) -%}
+    {{ return(adapter.dispatch('day_numbers', 'ocean_tracking')(last)) }}
+{%- endmacro %}
+{% macro duckdb__day_numbers(last) -%}
+    (select cast(unnest(generate_series(0, {{ last }})) as integer) as day_number)
+{%- endmacro %}
+{% macro default__day_numbers(last) -%}
+    (select cast(generate_series(0, {{ last }}) as integer) as day_number)
+{%- endmacro %}

@@ -51,7 +51,7 @@ holds as (
     select
         container_id,
         valid_from,
-        string_agg(hold_name, '; ' order by hold_name) filter (where hold_status = 'hold') as blocking_hold_names,
+        string_agg(hold_name, '; ' order by hold_name nulls first) filter (where hold_status = 'hold') as blocking_hold_names,
         count(*) filter (where hold_status = 'hold') as blocking_hold_count
     from hold_lines
     group by container_id, valid_from

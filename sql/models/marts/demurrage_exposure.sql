@@ -89,12 +89,11 @@ spans as (
 days as (
     select
         spans.*,
-        arrival_date + cast(offsets.day_number as integer) as local_date,
-        cast(offsets.day_number as integer) as day_number
+        arrival_date + offsets.day_number as local_date,
+        offsets.day_number
     from spans
-    cross join lateral generate_series(
-        0, {{ days_between('least(coalesce(spans.left_date, spans.local_today), spans.local_today)', 'spans.arrival_date') }}
-    ) as offsets (day_number)
+    cross join lateral {{ day_numbers(days_between(
+        'least(coalesce(spans.left_date, spans.local_today), spans.local_today)', 'spans.arrival_date')) }} as offsets
 ),
 
 versions as (
