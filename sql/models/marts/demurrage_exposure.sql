@@ -10,16 +10,16 @@
 -- The LFD, holds, availability and fees of a day are those of the version (container_charge_versions) in
 -- force at the end of that local day (`charges_seen_at`: the sync that saw it; they may have changed since
 -- without a sync seeing it). On a day before the first version a sync saw (`charges_seen_after_day`), the
--- LFD is that first version's, a later sync's word for a fixed date, and holds, availability and fees are
--- null: no sync saw them that day. `free_days_left` counts the free days from
--- this day to the LFD, both included (positive through the LFD, 0 after); `days_past_last_free_day` the
--- days after it (positive after the LFD, 0 through it); both null without an LFD. Fees are the service's
--- text and total (`fees_total`, container_charge_versions), never computed from a rate.
+-- LFD is that first version's (a later sync's word for a fixed date) and holds, availability and fees are
+-- null: no sync saw them that day. `free_days_left` counts the free days from this day to the LFD, both
+-- included (positive through the LFD, 0 after); `days_past_last_free_day` the days after it (positive after
+-- the LFD, 0 through it); both null without an LFD. Fees are the service's text and total (`fees_total`,
+-- container_charge_versions), never computed from a rate.
 -- `estimated_accrued_amount` is an estimate, only where the team's tariff (seed demurrage_tariffs) applies:
 -- the POD terminal's (by FIRMS code) wins over the carrier's (by SCAC); the ramp has carrier tariffs only.
--- Chargeable days are the days past the LFD as known that day (without one: past the arrival date plus
--- the tariff's free calendar days); the amount is the sum over the tariff's day bands of
--- `rate_per_day x` the chargeable days in the band. `estimate_basis` names the tariff row and its source.
+-- Its chargeable days are the days past the LFD as known that day (without one: past the arrival date plus
+-- the tariff's free calendar days); the amount sums, over the tariff's day bands, `rate_per_day` times the
+-- chargeable days in the band, in `estimated_currency`. `estimate_basis` names the tariff and its source.
 -- `trusted` is false on a day when the shipment's tracking had stopped or it had left the account by that
 -- day (`tracking_state`, container_status), or when the container is still there and the terminal's last
 -- check (`terminal_checked_at`) is more than 48 hours (var terminal_data_max_age_hours) before the end of
