@@ -83,6 +83,7 @@ if TYPE_CHECKING:  # the Dagster definitions import this module, and must not im
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"  # the dbt project (and its profiles.yml)
 MODELS_DIR = SQL_DIR / "models"
+SEEDS_DIR = SQL_DIR / "seeds"  # reference tables (CSV) dbt loads beside the staging models
 TARGET_DIR = SQL_DIR / "target"
 MANIFEST_PATH = TARGET_DIR / "manifest.json"
 PARSE_COMMAND = "dbt parse --project-dir sql --profiles-dir sql"
@@ -133,6 +134,11 @@ def project_models() -> tuple[SqlModel, ...]:
     """The project's models (`sql/models/**/*.sql`), by file: what a build creates, for callers that only
     need the names (the manifest, `dbt parse`, has the rest)."""
     return tuple(SqlModel(path) for path in sorted(MODELS_DIR.rglob("*.sql")))
+
+
+def seed_names() -> list[str]:
+    """The project's seeds (`sql/seeds/*.csv`) by name: the tables `dbt build` loads beside the staging models."""
+    return [path.stem for path in sorted(SEEDS_DIR.glob("*.csv"))]
 
 
 def mart_names() -> list[str]:

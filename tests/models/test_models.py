@@ -24,7 +24,15 @@ from assets.models import ManifestMissingError, analytics_models
 from assets.resources import OCEAN_TRACKING_POOL
 from pipelines.errors import ModelBuildError
 from pipelines.warehouse import duckdb_store
-from pipelines.warehouse.models import MODELS_DIR, build_models, dbt_args, dbt_vars, project_models, run_dbt
+from pipelines.warehouse.models import (
+    MODELS_DIR,
+    build_models,
+    dbt_args,
+    dbt_vars,
+    project_models,
+    run_dbt,
+    seed_names,
+)
 from tests.support.dagster import (
     APP_URL,
     BuiltWarehouse,
@@ -59,11 +67,10 @@ def _header(sql: str) -> str:
 
 def test_one_asset_per_model_file_with_header_as_description():
     files = sorted(MODELS_DIR.rglob("*.sql"))
-    seeds = sorted((MODELS_DIR.parent / "seeds").glob("*.csv"))
     specs = {spec.key: spec for spec in analytics_models.specs}
-    assert set(specs) == {_key(path.stem) for path in [*files, *seeds]}
-    for seed in seeds:
-        assert specs[_key(seed.stem)].group_name == "analytics_staging"
+    assert set(specs) == {_key(path.stem) for path in files} | {_key(seed) for seed in seed_names()}
+    for seed in seed_names():
+        assert specs[_key(seed)].group_name == "analytics_staging"
     for path in files:
         spec = specs[_key(path.stem)]
         assert spec.description == _header(path.read_text())  # the schema yml keeps the header
@@ -616,7 +623,7 @@ def test_analytics_holds_the_marts_and_implementation_is_apart(built: BuiltWareh
     with built.store.connect(read_only=True) as con:
         tables = _tables_by_schema(con)
     marts = {model.name for model in project_models() if model.layer == "marts"}
-    seeds = {path.stem for path in (MODELS_DIR.parent / "seeds").glob("*.csv")}
+    seeds = set(seed_names())
     assert tables["analytics"] == marts
     staging = {model.name for model in project_models() if model.layer == "staging"}
     assert tables["_analytics_staging"] == staging | seeds

@@ -17,7 +17,7 @@ import shapely
 from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
 from pipelines.warehouse import GEO_VIEW, table_row_counts
 from pipelines.warehouse.destinations import publish_geometry_view
-from pipelines.warehouse.models import project_models, staging_schema
+from pipelines.warehouse.models import project_models, seed_names, staging_schema
 from tests.support.lakes import lake_in
 from tests.support.postgres import free_port
 from tests.support.sandboxes import FULL_KEY, GENEROUS_LIMITS, SANDBOX_START
@@ -194,7 +194,7 @@ def test_postgres_holds_the_same_raw_tables_as_the_lake_with_postgis_geometries(
 
     # the sync built every dbt model there (a failing model or test fails the sync): same rows as the lake,
     # the marts in `analytics` and the staging models and seeds in their own schema, as on the lake
-    seeds = {path.stem for path in (Path(__file__).parents[2] / "sql" / "seeds").glob("*.csv")}
+    seeds = set(seed_names())
     for schema, layer, extra in ((ANALYTICS_SCHEMA, "marts", set()), (staging_schema(), "staging", seeds)):
         in_postgres_models = _postgres_row_counts(postgres_database, schema, views=True)
         assert set(in_postgres_models) == {model.name for model in project_models() if model.layer == layer} | extra
@@ -210,11 +210,18 @@ def test_postgres_holds_the_same_raw_tables_as_the_lake_with_postgis_geometries(
     assert set(postgres_database.query(lfds)) == by_duckdb
     assert any(local is not None for _, local, _ in by_duckdb)
 
-    # the percentiles (percentile_cont against quantile_cont) and the emissions: the same on both engines
+    # the percentiles (percentile_cont against quantile_cont), the emissions, the reliability and the ETA
+    # accuracy: the same on both engines, floats to 1e-9 (relative) or 0.0101 (absolute, see below)
     for sql, key_columns in (
         ("select measure, dimension, dimension_value, observations, p50_hours, p90_hours, mean_hours "
          "from analytics.transit_dwell_percentiles", 3),
         ("select container_id, leg_sequence, distance_method, co2e_kg from analytics.leg_emissions", 3),
+        ("select schedule_basis, carrier_scac, lane, arrival_month, arrivals, arrivals_on_time, reliability, "
+         "coalesce(mean_delay_days_of_late, -1) from analytics.schedule_reliability", 4),
+        ("select dimension, dimension_value, arrival, lead_time_days, arrivals_with_eta, "
+         "coalesce(mean_absolute_error_hours, -1), coalesce(bias_hours, -1) from analytics.eta_accuracy_summary", 4),
+        ("select container_id, valid_from, blocking_hold_count, coalesce(fees_total, -1) "
+         "from analytics.container_charge_versions", 2),
     ):  # fmt: skip
         with lake.connect(read_only=True) as con:
             by_duckdb = {row[:key_columns]: row[key_columns:] for row in con.execute(sql).fetchall()}
@@ -223,6 +230,13 @@ def test_postgres_holds_the_same_raw_tables_as_the_lake_with_postgis_geometries(
         for key, values in by_postgres.items():
             # a half rounded to 2 decimals may go either way: a numeric on PostgreSQL, a double on DuckDB
             assert values == pytest.approx(by_duckdb[key], rel=1e-9, abs=0.0101), key
+
+    # each day's exposure: the same days, last free days, fees and estimates on both engines
+    exposure = ("select container_id, local_date, last_free_day_local, days_past_last_free_day, fees_total, "
+                "estimated_accrued_amount, trusted from analytics.demurrage_exposure")  # fmt: skip
+    with lake.connect(read_only=True) as con:
+        by_duckdb = set(con.execute(exposure).fetchall())
+    assert by_duckdb and set(postgres_database.query(exposure)) == by_duckdb
 
     # geodesic leg lengths: PostGIS (geography) against DuckDB spatial (spheroid), relative 1e-6
     legs = "select container_id, leg_sequence, length_km from analytics.voyage_legs where length_km is not null"
