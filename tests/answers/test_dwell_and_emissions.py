@@ -285,7 +285,7 @@ def test_main_lane_co2e_per_teu_by_carrier_recomputed(history: BuiltWarehouse):
         )
         recomputed.append({
             "container_id": container_id, "carrier_scac": shipment["shipping_line_scac"], "teu": teu,
-            "lane": f"{shipment['port_of_lading_locode']}-{shipment['port_of_discharge_locode']}",
+            "lane": f"{shipment['port_of_lading_locode'] or '?'} -> {shipment['port_of_discharge_locode'] or '?'}",
             "co2e_kg": km * teu * factor / 1000,
         })  # fmt: skip
     model = main_lane_co2e_per_teu(history.dicts("select * from analytics.leg_emissions"))
