@@ -25,13 +25,22 @@ AUTOMATION_INTERVAL_SECONDS = 30
 FOLLOWING_GROUPS = ("analytics_staging", "analytics", "maps")
 
 
-def automation_for(group_name: str | None) -> dg.AutomationCondition | None:
+def automation_for(group_name: str | None, *, root: bool = False) -> dg.AutomationCondition | None:
     """`eager()` for an asset of a group that only reads the warehouse, else None (it runs when scheduled).
+    A `root` asset of such a group (a dbt seed: reference data with nothing upstream, which `eager()` would
+    never build, and every model reading it would wait for it) is built while it is missing and when its
+    file changed (dagster-dbt gives a seed its file's checksum as code version): once on a new deployment,
+    then only when a team edits its tariffs or factors.
 
     The modules that define assets ask here rather than each choosing its own condition: which assets may
     run on their own is one policy of the deployment (no API spend without a schedule), not a property of
     each asset."""
-    return dg.AutomationCondition.eager() if group_name in FOLLOWING_GROUPS else None
+    if group_name not in FOLLOWING_GROUPS:
+        return None
+    if root:
+        changed = dg.AutomationCondition.missing() | dg.AutomationCondition.code_version_changed()
+        return changed & ~dg.AutomationCondition.in_progress()
+    return dg.AutomationCondition.eager()
 
 
 automation_sensor = dg.AutomationConditionSensorDefinition(

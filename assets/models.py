@@ -98,7 +98,8 @@ class OceanTrackingTranslator(DagsterDbtTranslator):
 
     def get_automation_condition(self, dbt_resource_props: Mapping[str, Any]) -> dg.AutomationCondition | None:
         """The deployment's condition for the model's group (`assets.automation`): every model follows its upstream."""
-        return automation_for(self.get_group_name(dbt_resource_props))
+        return automation_for(self.get_group_name(dbt_resource_props),
+                              root=dbt_resource_props["resource_type"] == "seed")  # fmt: skip
 
     def get_asset_check_spec(self, asset_spec: dg.AssetSpec, manifest: Mapping[str, Any], unique_id: str,
                              project: Any) -> dg.AssetCheckSpec | None:
@@ -168,7 +169,7 @@ def _with_table_metadata(
 def dbt_events(context: dg.AssetExecutionContext, outcome: Any) -> Iterator[Any]:
     """Dagster events for a `dbt build` outcome, in dbt's order (a model, then its tests): an output per
     selected model built, an asset check result per selected test run (severity WARN for a test dbt
-    configured as `warn`). Unselected nodes (dbt runs a test of a selected model's relations too) and
+    configured as `warn`); a seed loaded is an output too. Unselected nodes (dbt runs a test of a selected model's relations too) and
     skipped ones (downstream of a failure) yield nothing."""
     check_keys = {
         *context.selected_asset_check_keys,
@@ -178,7 +179,7 @@ def dbt_events(context: dg.AssetExecutionContext, outcome: Any) -> Iterator[Any]
         node = node_result.node
         status = str(getattr(node_result.status, "value", node_result.status))
         seconds = round(float(node_result.execution_time or 0.0), 3)
-        if node.resource_type == "model" and status == "success":
+        if node.resource_type in ("model", "seed") and status == "success":
             key = model_key(node.name)
             if key in context.selected_asset_keys:
                 output = context.assets_def.get_output_name_for_asset_key(key)

@@ -147,7 +147,10 @@ def mart_names() -> list[str]:
 
 
 def model_relation(name: str, analytics_schema: str = ANALYTICS_SCHEMA) -> str:
-    """The quoted `schema."name"` of the project's model called `name` beside the models schema."""
+    """The quoted `schema."name"` of the project's model (or seed, loaded beside the staging models) called
+    `name` beside the models schema."""
+    if name in seed_names():
+        return f'"{staging_schema(analytics_schema)}"."{name}"'
     model = next(model for model in project_models() if model.name == name)
     return f'"{model.schema(analytics_schema)}"."{name}"'
 
