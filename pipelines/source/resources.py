@@ -215,12 +215,13 @@ def ocean_tracking(
 
     seen_at: list[datetime] = []
 
-    def as_seen_by_the_service(resource: DltResource, versions: list[dict[str, Any]]) -> Any:
-        """`versions` of an SCD2 resource stamped with the service's clock (its `Date`, the same for the whole
-        run): dlt's `boundary_timestamp` makes a version valid from when the service showed it, not from when
-        the load ran (the same on a live service; on a sandbox whose clock moves, the simulated instant).
-        Left as they are where the resource is not SCD2 (`history_without_scd2`)."""
-        disposition = resource.write_disposition
+    def as_seen_by_the_service(versions: list[dict[str, Any]]) -> Any:
+        """`versions` of the SCD2 resource being extracted stamped with the service's clock (its `Date`, the
+        same for the whole run): dlt's `boundary_timestamp` makes a version valid from when the service showed
+        it, not from when the load ran (the same on a live service; on a sandbox whose clock moves, the
+        simulated instant). Left as they are where the resource is not SCD2 (`history_without_scd2`: the
+        hints of the resource running, not of the one defined here, which the source holds a copy of)."""
+        disposition = dlt.current.resource().write_disposition
         if not (isinstance(disposition, dict) and disposition.get("strategy") == "scd2"):
             return versions
         if not seen_at:
@@ -234,7 +235,7 @@ def ocean_tracking(
         # only changed shipments: the merge key retires versions of the shipments loaded, not of the rest
         versions = [{"shipment_id": row["id"], **{name: row.get(name) for name in ETA_HISTORY_COLUMNS}}
                     for row in page.changed_rows("shipment")]  # fmt: skip
-        yield from books.around("shipment_eta_history", [as_seen_by_the_service(shipment_eta_history, versions)],
+        yield from books.around("shipment_eta_history", [as_seen_by_the_service(versions)],
                                 routed=False)
 
     # Nor a container's latest last free days, holds and fees: SCD2 again, one version per change.
@@ -242,7 +243,7 @@ def ocean_tracking(
     def container_charge_history(page: Page) -> Iterator[Any]:
         versions = [charge_version(row) for row in page.changed_rows("container")]
         yield from books.around("container_charge_history",
-                                [as_seen_by_the_service(container_charge_history, versions)], routed=False)
+                                [as_seen_by_the_service(versions)], routed=False)
 
     @dlt.transformer(data_from=shipment_pages, **resource_hints(DEPARTED_TABLE))
     def departed_shipments(page: Page) -> Iterator[Any]:
