@@ -48,7 +48,8 @@ def test_a_sync_killed_at_a_moment_then_rerun_equals_a_clean_run(
         OCEAN_TRACKING_DATA_DIR=str(tmp_path / "data"),
         **{MARKER_ENV: str(marker)},
     )
-    sync = ["sync", "--no-progress"]
+    # the models are built after the load: only a kill after it leaves them to the rerun (the others skip them)
+    sync = ["sync", "--no-progress", *([] if moment == "after_load" else ["--no-models"])]
 
     killed = subprocess.run(
         [sys.executable, "-m", "tests.support.kill_driver", moment, *sync],
@@ -75,6 +76,5 @@ def test_a_sync_killed_at_a_moment_then_rerun_equals_a_clean_run(
     result = SyncResult({}, lake_in(tmp_path / "data"))
     assert snapshot(result) == clean_snapshot
     assert result.scalar("select count(*) from map_features_geo") == len(clean_snapshot["map_features"])
-    assert result.scalar("select count(*) from analytics.container_status") == len(
-        clean_snapshot["containers"]
-    )
+    if moment == "after_load":
+        assert result.scalar("select count(*) from analytics.container_status") == len(clean_snapshot["containers"])

@@ -82,7 +82,7 @@ def test_a_process_killed_mid_sync_loses_nothing_on_rerun(make_sandbox, tmp_path
     # a 1 s window and its real limits slow the sync down enough to kill it halfway
     server = make_sandbox(speed=0.0, rate_window=1.0)
     env = cli_env(server.base_url, tmp_path, window=1.0)
-    command = [sys.executable, "-m", "pipelines", "sync", "--no-progress"]
+    command = [sys.executable, "-m", "pipelines", "sync", "--no-progress", "--no-models"]  # what it loads
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while requests_served(server) < 60:
