@@ -136,6 +136,15 @@ def synced_copy(synced: SyncResult, tmp_path: Path) -> SyncResult:
     return SyncResult(synced.stats, copy_lake(synced.workdir / "data", tmp_path / "data"))
 
 
+def _build_every_model(folder: Path) -> None:
+    """Every model built over the lake in `folder/data` by its Dagster assets, and what that run reported
+    kept beside it (`BuiltWarehouse.record`)."""
+    result = materialize_models(folder / "data", app_url=APP_URL)
+    assert result.success
+    checkpoint(lake_in(folder / "data"))
+    BuiltWarehouse.record(folder, result)
+
+
 @pytest.fixture(scope="session")
 def built(synced: SyncResult, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuiltWarehouse]:
     """The `synced` lake with every model built by its Dagster assets (dbt's tests run as their checks), for
@@ -143,10 +152,7 @@ def built(synced: SyncResult, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
     def build(folder: Path) -> None:
         copy_lake(synced.workdir / "data", folder / "data")
-        result = materialize_models(folder / "data", app_url=APP_URL)
-        assert result.success
-        checkpoint(lake_in(folder / "data"))
-        BuiltWarehouse.record(folder, result)
+        _build_every_model(folder)
 
     folder = shared_state(tmp_path_factory, "built", build)
     yield BuiltWarehouse(folder)
@@ -167,10 +173,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuiltWarehouse
                 if done < HISTORY_SYNCS:
                     advance_clock(server, HISTORY_STEP_SECONDS)
         checkpoint(result.store)
-        outcome = materialize_models(folder / "data", app_url=APP_URL)
-        assert outcome.success
-        checkpoint(lake_in(folder / "data"))
-        BuiltWarehouse.record(folder, outcome)
+        _build_every_model(folder)
 
     folder = shared_state(tmp_path_factory, "history", build)
     yield BuiltWarehouse(folder)
