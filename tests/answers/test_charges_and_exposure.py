@@ -401,3 +401,17 @@ def test_the_recomputed_estimate_adds_a_tariffs_bands_day_by_day(days, amount):
              {"from_chargeable_day": "5", "to_chargeable_day": "7", "rate_per_day": "175"},
              {"from_chargeable_day": "8", "to_chargeable_day": "", "rate_per_day": "300"}]  # fmt: skip
     assert accrued(bands, days) == amount
+
+
+def test_on_a_world_still_at_its_terminals_stale_terminal_data_is_not_trusted(built):
+    """The suite's small world stopped with containers still at their terminals, their terminal data last
+    checked then: today those days are past the stated age, so the view marks them untrusted, as the
+    recomputation does (the history world's containers have all left, so its rows never go stale)."""
+    _, exposure, now = model_rows(built)
+    expected = {(row["container_id"], row["local_date"]): row for row in expected_exposure(raw_tables(built), now)}
+    model = {(row["container_id"], row["local_date"]): row for row in exposure}
+    assert len(expected) >= 20 and expected.keys() <= model.keys()
+    for key, row in expected.items():
+        assert {name: model[key][name] for name in row} == row, key
+    stale = [row for row in expected.values() if "stale" in (row["untrusted_reason"] or "")]
+    assert len(stale) >= 20 and not any(row["trusted"] for row in stale)
