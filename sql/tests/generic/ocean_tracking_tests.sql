@@ -72,10 +72,3 @@ where {{ column_name }} is not null
         or {%- if max_value is not none %} {{ column_name }} > {{ max_value }}{% else %} false{% endif %}
     )
 {% endtest %}
-
-{#- Every row satisfies `condition` (a boolean SQL expression over its columns; null fails). -#}
-{% test every_row(model, condition) %}
-select *
-from {{ model }}
-where not coalesce({{ condition }}, false)
-{% endtest %}
