@@ -6,7 +6,9 @@ transport events, terminals, ports; a port's own `terminals` list excepted) and 
 once ever, fetches a container's events
 only when a page did not include them and they changed, and fetches a container's map when it was never
 fetched or is at sea (its map has a `current_vessel` feature) with a last fetch at least an hour ago in
-the sandbox's simulated time. Probing uses its own client and limiter log (so it never draws on the
+the sandbox's simulated time. It lists the custom fields and their definitions (no updated-since filter:
+whole lists) only when they are due, as the pipeline does (`custom_fields_due`: on the first sync, then once
+their cadence, `Settings.custom_fields_every_hours`, has passed in simulated time). Probing uses its own client and limiter log (so it never draws on the
 benchmarked client's budget) and happens before the sandbox counters are reset for the sync.
 """
 
@@ -23,7 +25,7 @@ import requests
 from bench_sync import make_client
 
 from pipelines.settings import PAGE_SIZE
-from pipelines.source.resources import SHIPMENT_INCLUDES
+from pipelines.source.resources import SHIPMENT_INCLUDES, custom_fields_due
 
 REFERENCE_TYPES = ("terminal", "port", "vessel")
 #: A port's list of all its terminals is a directory, not a reference a loaded row needs resolved.
@@ -34,6 +36,8 @@ ROUTES = {
     "tracking_requests": "GET /v2/tracking_requests",
     "parties": "GET /v2/parties",
     "shipping_lines": "GET /v2/shipping_lines",
+    "custom_field_definitions": "GET /v2/custom_field_definitions",
+    "custom_fields": "GET /v2/custom_fields",
     "transport_events": "GET /v2/containers/{id}/transport_events",
     "maps": "GET /v2/containers/{id}/map_geojson",
     "terminal": "GET /v2/terminals/{id}",
@@ -55,6 +59,7 @@ class MinimalClient:
     event_sets: dict[str, list[str]] = field(default_factory=dict)
     map_fetched_at: dict[str, datetime] = field(default_factory=dict)
     shipping_line_pages: int | None = None
+    custom_fields_listed_at: datetime | None = None
 
 
 class SandboxProbe:
@@ -107,10 +112,20 @@ class SandboxProbe:
                 1 for _ in self.client.paginate("/shipping_lines", params={"page[size]": PAGE_SIZE})
             )
         need["shipping_lines"] = m.shipping_line_pages
+        self._custom_fields_due(now, need)
         container_ids = self._walk_shipments(need)
         self._maps_due(container_ids, now, need, fetch_maps)
         m.last_sync_at = now_iso
         return need
+
+    def _custom_fields_due(self, now: datetime, need: Counter) -> None:
+        """Both custom-field lists, page by page (they carry no total), when their cadence says they are due."""
+        m = self.model
+        if not custom_fields_due(m.custom_fields_listed_at, now, self.client.settings.custom_fields_every_hours):
+            return
+        for name in ("custom_field_definitions", "custom_fields"):
+            need[name] = max(1, sum(1 for _ in self.client.paginate(f"/{name}", params={"page[size]": PAGE_SIZE})))
+        m.custom_fields_listed_at = now
 
     def _walk_shipments(self, need: Counter) -> list[str]:
         """Page the shipments as the pipeline does; count reference and event fetches; → container ids."""

@@ -60,6 +60,11 @@ APP_URL_ENV = setting(f"{ENV_PREFIX}APP_URL", "the web app the `deep_links` mode
                       default=f"`{DEFAULT_APP_URL}`")  # fmt: skip
 RATE_WINDOW_ENV = setting(f"{ENV_PREFIX}RATE_WINDOW_SECONDS", "the service's rolling window for its "
                           f"{REQUESTS_PER_MINUTE} requests, seconds", default=f"{RATE_WINDOW_SECONDS:g}")  # fmt: skip
+DEFAULT_CUSTOM_FIELDS_EVERY_HOURS = 24.0  # custom fields change by hand, rarely; listing them costs a page per 100
+CUSTOM_FIELDS_EVERY_ENV = setting(f"{ENV_PREFIX}CUSTOM_FIELDS_EVERY_HOURS", "how often a sync lists the custom fields "
+                                  "and their definitions, hours of the service's clock (0: every sync; per account "
+                                  "too, `..._ACCOUNTS__<NAME>__...`)",
+                                  default=f"{DEFAULT_CUSTOM_FIELDS_EVERY_HOURS:g}")  # fmt: skip
 API_KEY_HELP = f"{API_KEY_ENV} (or api_key under [{CONFIG_SECTION}] in .dlt/secrets.toml)"
 WEBHOOK_SECRET_KEY = "webhook_secret"  # the HMAC key of webhook deliveries, a secret like the API key
 WEBHOOK_SECRET_ENV = setting(f"{ENV_PREFIX}WEBHOOK_SECRET", "the secret webhook deliveries are signed with "

@@ -34,6 +34,7 @@ from pipelines.settings import (
     CONFIG_SECTION,
     DEFAULT_APP_URL,
     DEFAULT_BASE_URL,
+    DEFAULT_CUSTOM_FIELDS_EVERY_HOURS,
     ENV_PREFIX,
     LIMITER_PATH_ENV,
     LIMITER_URL_ENV,
@@ -156,6 +157,9 @@ class Settings:
     limiter_url: LimiterUrl | None = None
     #: whose key this is: where its settings were read and where its data goes
     account: Account = field(default_factory=Account)
+    #: how often a sync lists the account's custom fields, hours of the service's clock; 0: every sync
+    #: (`pipelines.source.resources.custom_field_resources`)
+    custom_fields_every_hours: float = DEFAULT_CUSTOM_FIELDS_EVERY_HOURS
 
     @property
     def limiter_location(self) -> LimiterUrl:
@@ -182,6 +186,7 @@ _OPTIONAL = {
     "request_deadline": float,
     "rate_window_seconds": float,
     "rate_window_padding": float,
+    "custom_fields_every_hours": float,
 }
 _LIMITER = ("limiter_url", "limiter_path")
 
@@ -340,4 +345,7 @@ def load_settings(
         raise ConfigurationError("connect_timeout, read_timeout and request_deadline must be positive (seconds).")
     if settings.rate_window_seconds <= 0:
         raise ConfigurationError("rate_window_seconds must be positive.")
+    if settings.custom_fields_every_hours < 0:
+        raise ConfigurationError(f"custom_fields_every_hours must be 0 or more hours (0 lists custom fields every "
+                                 f"sync); set {account.setting_help('custom_fields_every_hours')} accordingly.")
     return settings

@@ -39,6 +39,7 @@ from pipelines.journals import NotificationJournal
 from pipelines.settings import (
     ACCOUNTS_ENV,
     API_KEY_ENV,
+    CUSTOM_FIELDS_EVERY_ENV,
     DATASET_NAME,
     DEFAULT_BASE_URL,
     DESTINATION_ENV,
@@ -70,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--no-models", action="store_true", help="load the raw tables only")
     sync.add_argument("--geoparquet", type=Path, default=None,
                       help=f"where to write the map features (default {geoparquet_path()}; one file an account)")
+    sync.add_argument("--list-custom-fields", action="store_true",
+                      help="list the custom fields and their definitions now, whatever their cadence "
+                      f"({CUSTOM_FIELDS_EVERY_ENV})")
     sync.add_argument("--adopt-new-key", action="store_true",
                       help="the dataset was loaded with another key of this same account (a rotated key): take this one")
     sync.set_defaults(handler=run_sync)
@@ -164,6 +168,8 @@ def run_refresh(args: argparse.Namespace) -> int:
 def run_sync(args: argparse.Namespace) -> int:
     """Run one sync and print the summary."""
     settings, target = account_settings(args)
+    if args.list_custom_fields:
+        settings = settings.with_overrides(custom_fields_every_hours=0)
     started = time.monotonic()
     show_progress = not args.no_progress and sys.stderr.isatty()
     with OceanTrackingClient(settings) as client, live_stats(client.stats, enabled=show_progress):

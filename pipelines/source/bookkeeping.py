@@ -9,7 +9,7 @@
   when they changed); `map` (the phase its route map was fetched in, and when: `pipelines.source.map_schedule`);
   `terminal`, `port`, `vessel` (reference rows fetched by id at most once, a null digest meaning known without
   content, and loaded again only when they changed); `party`, `shipping_line`, `custom_field_definition`,
-  `custom_field` (rows of the lists read whole each sync, loaded only when they changed). Tracking requests
+  `custom_field` (rows of the lists read whole, each sync or on their cadence, loaded only when they changed). Tracking requests
   are not logged: their dlt cursor already reads only what changed, plus a lag window. A sync reads the log
   once, at its start, with one query, into a compact in-memory index (two sorted 64-bit arrays: 16 bytes an
   item, about 10 MB at 100k shipments). Before this table the same decisions lived in dlt state (28 MB at

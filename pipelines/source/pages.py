@@ -6,8 +6,9 @@ included events, digested as the page brought them).
 
 The roster (`shipment_departures`, `deleted_rows`): the service has no "deleted" feed. A shipment that leaves
 the account (deleted, or moved to another account) simply stops being listed by `/shipments`, and a custom
-field value deleted by a user stops being listed by `/custom_fields`. Both lists are read whole every sync,
-so once a listing completes, what the warehouse holds and the listing lacks is gone:
+field value deleted by a user stops being listed by `/custom_fields`. Both lists are read whole (the shipments
+every sync, the custom fields on their cadence), so once a listing completes, what the warehouse holds and the
+listing lacks is gone:
 
 - shipments are kept (their history is the account's history) and flagged in `departed_shipments`, one row
   per shipment gone now, with when the sync noticed; a shipment listed again drops out of that table

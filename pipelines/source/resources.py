@@ -12,13 +12,15 @@ Request plan (the service allows 100 requests a minute per account, 100 rows a p
 - `/tracking_requests` is incremental on `updated_at` (the only endpoint with an updated-since filter),
   re-reading a lag window so rows updated at the boundary are not lost.
 - Maps: see `pipelines.source.map_schedule`.
-- Custom field definitions and values: two paged lists a sync (`pipelines.source.resources`).
+- Custom field definitions and values: two paged lists, on a cadence of their own (daily by default:
+  `custom_field_resources`).
 - Once the shipment pages complete, shipments the warehouse holds and the listing lacks have left the
   account: flagged in `departed_shipments` (`pipelines.source.pages`), never deleted.
 - What was fetched and loaded is kept in the warehouse's `fetch_log` table, not in dlt state (see
   `pipelines.source.bookkeeping`): a shipment whose bundle (the shipment, its containers, their events)
   is unchanged since it was loaded is not loaded again, nor is an unchanged reference, party or shipping
-  line, so an unchanged sync writes almost nothing. dlt state keeps the tracking requests' cursor.
+  line, so an unchanged sync writes almost nothing. dlt state keeps the tracking requests' cursor and when
+  each custom-field list was last read whole.
 - Per-item requests (a map, a container's events, a terminal, port or vessel by id) that fail after their
   retries are skipped and listed in `sync_issues` (see `pipelines.source.bookkeeping`); list pages are not:
   a failed page fails the sync before anything is committed.
@@ -33,7 +35,7 @@ import hashlib
 import logging
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dlt
@@ -539,19 +541,37 @@ def create_if_still_new(table: str) -> list[Any]:
     return [dlt.mark.with_hints(dlt.mark.materialize_table_schema(), dlt.mark.make_hints(file_format="insert_values"))]
 
 
+#: where each custom-field resource's dlt state keeps when the service's clock last saw its list read whole
+LISTED_AT_STATE = "listed_at"
+
+
+def custom_fields_due(listed_at: datetime | None, now: datetime, every_hours: float) -> bool:
+    """Whether a sync at `now` (the service's clock) lists a custom-field list last read whole at `listed_at`
+    (None: never), with a cadence of `every_hours` (0: every sync): the service offers no updated-since filter
+    on them, so between listings a sync spends nothing on them and loads nothing for them."""
+    return listed_at is None or every_hours <= 0 or now - listed_at >= timedelta(hours=every_hours)
+
+
 def custom_field_resources(client: OceanTrackingClient, books: Bookkeeping) -> list[DltResource]:
     """The two custom-field resources of one source run, sharing its client and bookkeeping.
 
     The account's custom fields: their definitions and their values on shipments, containers and tracking
-    requests, read as two paged lists a sync (`/custom_field_definitions`, `/custom_fields`: two requests for
-    most accounts), never per entity (a request per shipment). Each list is read to its end before any row
-    is used, so a failure midway leaves nothing half-read. The live `GET /custom_fields` answered 500 in a
-    capture (API-NOTES §12.13), so a list that fails after its retries is a per-item failure (a sync issue:
-    everything else loads, the next sync asks again), and an account refused the feature (403) gets one
-    warning and no custom fields. Rows that did not change since they were loaded are not loaded again; a
+    requests, read as two paged lists (`/custom_field_definitions`, `/custom_fields`: two requests for
+    most accounts), never per entity (a request per entity a sync saw change would cost more at an hourly
+    cadence, and would miss the edits users make, which change no shipment). The service has no
+    updated-since filter on them, so they are read on a cadence of their own (`Settings.custom_fields_every_hours`,
+    daily by default): each resource keeps in its dlt state when the service's clock last saw its list read
+    whole (restored from the destination with the rest of the state, so it holds across hosts), and a sync
+    within the cadence makes no request for it and loads nothing into its table, deleting nothing. A first
+    sync always lists. Each list is read to its end before any row is used, so a failure midway leaves nothing
+    half-read. The live `GET /custom_fields` answered 500 in a capture (API-NOTES §12.13), so a list that fails
+    after its retries is a per-item failure (a sync issue: everything else loads, and the list stays due, so
+    the next sync asks again), and an account refused the feature (403) gets one warning and no custom fields
+    (asked again at the cadence). Rows that did not change since they were loaded are not loaded again; a
     value or definition the user deleted is deleted from its table once a complete listing no longer shows
     it (`pipelines.source.pages.deleted_rows`)."""
     refused: list[str] = []
+    every_hours = client.settings.custom_fields_every_hours
 
     def listed_rows(table: str) -> list[dict[str, Any]] | None:
         """Every row of the list, or None when it failed (a sync issue) or the account is refused it."""
@@ -571,7 +591,15 @@ def custom_field_resources(client: OceanTrackingClient, books: Bookkeeping) -> l
         return [_value_as_json_text(row) for row in rows] if table == "custom_fields" else rows
 
     def load(table: str) -> Iterator[Any]:
+        state = dlt.current.resource_state()
+        listed_at = state.get(LISTED_AT_STATE)
+        started = client.server_time()  # the service's clock, before the list is read
+        if not custom_fields_due(listed_at and datetime.fromisoformat(listed_at), started or datetime.now(UTC),
+                                 every_hours):  # fmt: skip
+            return
         rows = listed_rows(table)
+        if rows is not None or refused:  # read whole, or refused: not due again before the cadence
+            state[LISTED_AT_STATE] = (started or client.server_time() or datetime.now(UTC)).isoformat()
         if rows is not None:
             yield list(books.log.get().changed_rows(TABLES[table].jsonapi_type, rows))
             yield deleted_rows(table, (row["id"] for row in rows), table.replace("_", " "))

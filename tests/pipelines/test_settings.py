@@ -137,6 +137,23 @@ def test_a_limiter_url_of_another_scheme_is_one_line(monkeypatch):
     assert "hunter2" not in str(info.value)
 
 
+def test_the_custom_fields_cadence_is_read_per_account_and_a_negative_one_is_one_line(monkeypatch):
+    from pipelines.api.config import load_settings
+    from pipelines.settings import CUSTOM_FIELDS_EVERY_ENV, DEFAULT_CUSTOM_FIELDS_EVERY_HOURS, Account
+
+    assert load_settings(api_key=KEY).custom_fields_every_hours == DEFAULT_CUSTOM_FIELDS_EVERY_HOURS
+    monkeypatch.setenv(CUSTOM_FIELDS_EVERY_ENV, "6")
+    emea = Account("emea")
+    monkeypatch.setenv(emea.setting_env("custom_fields_every_hours"), "0")
+    assert load_settings(api_key=KEY).custom_fields_every_hours == 6
+    assert load_settings(api_key=KEY, account=emea).custom_fields_every_hours == 0  # its own, not the shared 6
+    assert load_settings(api_key=KEY, account=Account("apac")).custom_fields_every_hours == 6
+    monkeypatch.setenv(CUSTOM_FIELDS_EVERY_ENV, "-1")
+    with pytest.raises(ConfigurationError) as info:
+        load_settings(api_key=KEY)
+    assert "\n" not in str(info.value) and CUSTOM_FIELDS_EVERY_ENV in str(info.value)
+
+
 # ---- settings the product does not know are reported --------------------------------------------------------
 
 def test_an_unknown_environment_setting_is_named_with_the_closest_known_one(monkeypatch, caplog):
