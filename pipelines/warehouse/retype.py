@@ -39,11 +39,12 @@ from dlt.common.schema import Schema
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import ApiKey, Settings
+from pipelines.compat import lake_connections_kept
 from pipelines.errors import ConfigurationError, InputError, PipelineError
 from pipelines.settings import LAKE_NAME, SOURCE_NAME
 from pipelines.source import loaded_columns
 from pipelines.source.resources import ocean_tracking
-from pipelines.warehouse import WarehouseStore
+from pipelines.warehouse import WarehouseStore, loader_session
 from pipelines.warehouse.connections import offline_connection
 from pipelines.warehouse.destinations import Target, duckdb_target, ducklake_target, make_pipeline
 
@@ -135,20 +136,23 @@ def declared_schema() -> Schema:
             return ocean_tracking(client=client).discover_schema()
 
 
-@cache
-def alters_in_place(stored: str, declared: str) -> bool:
-    """Whether DuckLake changes a column from `stored` to `declared` with `ALTER COLUMN SET DATA TYPE` (its
-    promotions only widen), asked of DuckLake on an empty table of a throwaway in-memory lake."""
+def widened_in_place(changes: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Those of the (stored, declared) type changes DuckLake makes with `ALTER COLUMN SET DATA TYPE` (its
+    promotions only widen), asked of DuckLake itself: on empty tables of a throwaway in-memory lake."""
+    widened = set()
     con = offline_connection()
     try:
         con.execute("attach 'ducklake::memory:' as probe")
-        con.execute(f"create table probe.t (c {stored})")
-        con.execute(f"alter table probe.t alter column c set data type {declared}")
-        return True
-    except duckdb.Error:
-        return False
+        for number, (stored, declared) in enumerate(sorted(changes)):
+            con.execute(f"create table probe.t{number} (c {stored})")
+            try:
+                con.execute(f"alter table probe.t{number} alter column c set data type {declared}")
+                widened.add((stored, declared))
+            except duckdb.Error:
+                pass
     finally:
         con.close()
+    return widened
 
 
 def _quoted(name: str) -> str:
@@ -170,7 +174,8 @@ def plan_retype(
     """Every column of `dataset`'s raw tables (and of their copies in dlt's merge staging) whose type in the
     warehouse or in dlt's stored schema is not the declared one. Reads only: dlt's state and schema are
     restored from the warehouse into the pipeline's working folder, as a sync does first."""
-    return _plan(store, dataset, _pipeline(store, dataset, pipelines_dir))
+    with lake_connections_kept():
+        return _plan(store, dataset, _pipeline(store, dataset, pipelines_dir))
 
 
 def _pipeline(store: WarehouseStore, dataset: str, pipelines_dir: str | Path | None) -> dlt.Pipeline:
@@ -190,9 +195,9 @@ def _plan(store: WarehouseStore, dataset: str, pipeline: dlt.Pipeline) -> Retype
     mapper = pipeline.destination.capabilities().get_type_mapper()
     stored_schema = pipeline.schemas[SOURCE_NAME] if SOURCE_NAME in pipeline.schema_names else None
     staging = pipeline.destination_client().config.normalize_staging_dataset_name(declared)
-    warehouse: list[ColumnRetype] = []
+    warehouse: list[tuple[str, str, str, str, str, int]] = []
     dlt_schema: list[SchemaRetype] = []
-    with store.connect(read_only=True) as con:
+    with loader_session(pipeline, store) as con:
         loaded = {schema: loaded_columns(con, schema) for schema in (dataset, staging)}
         for table in declared.data_tables():
             name = table["name"]
@@ -204,16 +209,18 @@ def _plan(store: WarehouseStore, dataset: str, pipeline: dlt.Pipeline) -> Retype
                 for schema in (dataset, staging):
                     stored_type = loaded[schema].get(name, {}).get(column_name)
                     if stored_type is not None and stored_type.upper() != target_type.upper():
-                        warehouse.append(ColumnRetype(
-                            schema, name, column_name, stored_type, target_type,
-                            in_place=not store.is_lake or alters_in_place(stored_type, target_type),
-                            unfit=_unfit(con, schema, name, column_name, target_type)))  # fmt: skip
+                        unfit = _unfit(con, schema, name, column_name, target_type)
+                        warehouse.append((schema, name, column_name, stored_type, target_type, unfit))
                 stored_column = stored_table.get("columns", {}).get(column_name)
                 hint = _type_hint(column)
                 if stored_column and stored_column.get("data_type") and _type_hint(stored_column) != hint:
                     dlt_schema.append(SchemaRetype(name, column_name, _describe(_type_hint(stored_column)),
                                                    _describe(hint), tuple(hint.items())))  # fmt: skip
-    return RetypePlan(dataset, store.place, tuple(warehouse), tuple(dlt_schema))
+    changes = {(stored, declared) for _, _, _, stored, declared, _ in warehouse}
+    in_place = widened_in_place(changes) if store.is_lake and changes else changes  # a DuckDB file alters any
+    retypes = tuple(ColumnRetype(schema, table, column, stored, declared, (stored, declared) in in_place, unfit)
+                    for schema, table, column, stored, declared, unfit in warehouse)  # fmt: skip
+    return RetypePlan(dataset, store.place, retypes, tuple(dlt_schema))
 
 
 def _unfit(con: duckdb.DuckDBPyConnection, schema: str, table: str, column: str, target_type: str) -> int:
@@ -233,7 +240,7 @@ def apply_retype(
     declared type. The warehouse's columns first, in one transaction, then dlt's stored schema."""
     started = time.monotonic()
     report = RetypeReport(shown)
-    with store.syncing(shown.dataset), store.writing():
+    with store.syncing(shown.dataset), store.writing(), lake_connections_kept():
         pipeline = _pipeline(store, shown.dataset, pipelines_dir)
         plan = _plan(store, shown.dataset, pipeline)
         if plan != shown:
@@ -247,7 +254,7 @@ def apply_retype(
             raise InputError(f"Nothing retyped: values that cannot be cast to their declared type in {where}; "
                              "fix or clear them, then run again.")  # fmt: skip
         if plan.warehouse:
-            with store.connect() as con:
+            with loader_session(pipeline, store) as con:
                 report.snapshot_before = _snapshot(con) if store.is_lake else None
                 report.rebuilt = _rewrite(con, plan.warehouse, lake=store.is_lake)
         if plan.dlt_schema:
@@ -324,10 +331,16 @@ def _rebuild(con: duckdb.DuckDBPyConnection, schema: str, table: str, declared: 
 def _store_schema(pipeline: dlt.Pipeline, changes: tuple[SchemaRetype, ...]) -> None:
     """Replace dlt's stored schema with one whose columns have their declared types: merged into the
     pipeline's schema as a resource's hints are (`Schema.update_table`), saved in its working folder
-    (`pipeline.schemas.save_schema`) and stored in the dataset's `_dlt_version` by the destination client's
-    `update_stored_schema`, as a load stores it. Limited to dlt's version table, which exists: unlimited (as
+    (`pipeline.schemas.save_schema`) and stored in the dataset's `_dlt_version` by the destination client, as a
+    load stores it (`update_stored_schema`). Limited to dlt's version table, which exists: unlimited (as
     `pipeline.sync_schema` runs it) it would also create every table the schema names and the warehouse does
-    not hold yet, such as a nested table no row has had."""
+    not hold yet, such as a nested table no row has had.
+
+    dlt stores a schema only when its hash is not stored yet, and restores the newest stored: a schema that
+    returns to an earlier content (the declared types a later guess replaced) would stay behind the guess.
+    Then the stored versions are replaced as `dlt pipeline drop` replaces them (`drop_tables(delete_schema=
+    True)` with no table: every version of the schema deleted, the new one stored); on a lake the snapshot
+    before keeps them."""
     schema = pipeline.schemas[SOURCE_NAME]
     for change in changes:
         stored = schema.tables[change.table]
@@ -340,4 +353,6 @@ def _store_schema(pipeline: dlt.Pipeline, changes: tuple[SchemaRetype, ...]) -> 
         schema.update_table(partial, normalize_identifiers=False)
     pipeline.schemas.save_schema(schema)
     with pipeline.destination_client(SOURCE_NAME) as client:
+        if client.get_stored_schema_by_hash(schema.stored_version_hash) is not None:
+            client.drop_tables(delete_schema=True)
         client.update_stored_schema(only_tables=[schema.version_table_name])
