@@ -1,3 +1,4 @@
+# longer than 500 lines because every command group beside sync and refresh is wired here, one handler each (the logic is in the rooms below)
 """The command groups `python -m pipelines` registers beside `sync` and `refresh` (`pipelines.cli`): `lake`,
 `webhooks` and the write-back commands. Each `register_*` adds its commands; each command sets `handler`,
 which `pipelines.cli.main` calls (errors the user can act on are one line, exit 2).
@@ -31,17 +32,20 @@ accounts, `--account NAME` says whose key writes; that account has its own journ
 from __future__ import annotations
 
 import argparse
+import tempfile
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
+from dlt.common.schema import Schema
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from pipelines.api import account_named, configured_accounts
 from pipelines.api.client import OceanTrackingClient
-from pipelines.api.config import load_settings
+from pipelines.api.config import ApiKey, Settings, load_settings
 from pipelines.errors import ConfigurationError
 from pipelines.journals import NotificationJournal, describe
 from pipelines.journals.writes import writeback_session
@@ -64,6 +68,7 @@ from pipelines.settings import (
     webhook_journal_location,
     writeback_journal_location,
 )
+from pipelines.source.resources import ocean_tracking
 from pipelines.warehouse import WarehouseStore, default_lake_in, ducklake_store, embedded_store
 from pipelines.warehouse.destinations import migrate_duckdb
 from pipelines.warehouse.maintenance import backup_lake, maintain_lake, restore_lake
@@ -222,12 +227,25 @@ def run_lake_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+@cache
+def declared_schema() -> Schema:
+    """The dlt schema of the source a sync extracts, from its resources' hints alone (`discover_schema`): every
+    declared column with the type dlt gives it, what `lake migrate --retype` brings a warehouse to (handed to
+    `pipelines.warehouse.retype`, a room below the source's). The source is built around a client that never
+    sends a request, so no API key is needed."""
+    with tempfile.TemporaryDirectory() as folder:
+        settings = Settings(api_key=ApiKey("schema-only"), limiter_path=Path(folder) / "limiter.sqlite")
+        with OceanTrackingClient(settings) as client:
+            return ocean_tracking(client=client).discover_schema()
+
+
 def run_lake_retype(args: argparse.Namespace) -> int:
     """`lake migrate --retype [--yes]`: show every column to retype in the configured warehouse (the lake,
     or the DuckDB file `OCEAN_TRACKING_DESTINATION=duckdb` names) and in dlt's stored schema; apply it only
     with `--yes` (`pipelines.warehouse.retype`)."""
     store, dataset = embedded_store(), account_named(args.account).dataset_name
-    plan = plan_retype(store, dataset)
+    declared = declared_schema()
+    plan = plan_retype(store, dataset, declared)
     if plan.empty:
         console.print(f"Nothing to retype in {escape(store.place)}: every column of {dataset} has its declared type "
                       "(in the warehouse and in dlt's stored schema).", soft_wrap=True)  # fmt: skip
@@ -250,7 +268,7 @@ def run_lake_retype(args: argparse.Namespace) -> int:
     if not args.yes:
         console.print("Nothing changed: run again with --yes to apply this plan.")
         return 0
-    report = apply_retype(store, plan)
+    report = apply_retype(store, plan, declared)
     rebuilt = f"; tables rebuilt: {', '.join(report.rebuilt)}" if report.rebuilt else ""
     before = (f" The snapshot before is {report.snapshot_before}: `at (version => {report.snapshot_before})` reads "
               "the old types." if report.snapshot_before is not None else "")  # fmt: skip

@@ -495,6 +495,22 @@ def table_row_counts(store: WarehouseStore, dataset_name: str = DATASET_NAME, *,
         return count_rows(con, dataset_name, views=views)
 
 
+def loaded_columns(con: duckdb.DuckDBPyConnection, dataset: str) -> dict[str, dict[str, str]]:
+    """{table: {column: type}} of a dataset's base tables, read from a DuckDB connection's
+    `information_schema` (a DuckLake attached as the current database included)."""
+    rows = con.execute(
+        "select c.table_name, c.column_name, c.data_type from information_schema.columns c "
+        "join information_schema.tables t on t.table_catalog = c.table_catalog "
+        "and t.table_schema = c.table_schema and t.table_name = c.table_name "
+        "where c.table_catalog = current_database() and c.table_schema = ? and t.table_type = 'BASE TABLE'",
+        [dataset],
+    ).fetchall()
+    tables: dict[str, dict[str, str]] = {}
+    for table, column, data_type in rows:
+        tables.setdefault(table, {})[column] = data_type
+    return tables
+
+
 def count_rows(con: duckdb.DuckDBPyConnection, dataset_name: str = DATASET_NAME, *, views: bool = False) -> dict[str, int]:
     """Rows per table of a schema (dlt's own bookkeeping tables left out; views too when `views`), for
     summaries and run metadata."""

@@ -9,7 +9,8 @@ so 12.5 is stored as 12 (and a load under the older schema puts it in a variant 
 What: `plan_retype` compares every raw table's column types, in the warehouse (its `information_schema`: the
 dataset and dlt's merge staging beside it, which a load copies rows through) and in dlt's stored schema, with the
 declared ones as dlt resolves them: the schema of the source the sync extracts (`DltSource.discover_schema`, the
-resources' own hints), mapped to the destination's types by dlt's type mapper. No type is restated here.
+resources' own hints; `pipelines.cli.commands.declared_schema`, handed in by the caller, since the source's
+room sits above this one), mapped to the destination's types by dlt's type mapper. No type is restated here.
 `apply_retype` then, under the dataset's sync lock and the warehouse's writer lock:
 - rewrites the columns in ONE transaction: in place where the engine allows it (DuckLake's `ALTER COLUMN SET
   DATA TYPE` only widens, BIGINT to DOUBLE; which change it allows is asked of DuckLake itself, on an empty table
@@ -25,26 +26,20 @@ after a failure between them, running the command again finds and does what is l
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 
 import dlt
 import duckdb
 from dlt.common.schema import Schema
 
-from pipelines.api.client import OceanTrackingClient
-from pipelines.api.config import ApiKey, Settings
 from pipelines.compat import lake_connections_kept
 from pipelines.errors import ConfigurationError, InputError, PipelineError
 from pipelines.settings import LAKE_NAME, SOURCE_NAME
-from pipelines.source import loaded_columns
-from pipelines.source.resources import ocean_tracking
-from pipelines.warehouse import WarehouseStore, loader_session
+from pipelines.warehouse import WarehouseStore, loaded_columns, loader_session
 from pipelines.warehouse.connections import offline_connection
 from pipelines.warehouse.destinations import Target, duckdb_target, ducklake_target, make_pipeline
 
@@ -125,17 +120,6 @@ def retype_target(store: WarehouseStore, dataset: str) -> Target:
     return duckdb_target(store.duckdb_file, dataset)
 
 
-@cache
-def declared_schema() -> Schema:
-    """The dlt schema of the source the sync extracts, from its resources' hints alone: the declared columns
-    with the types dlt gives them. The source is built around a client that never sends a request (the
-    hints need none), so no API key is needed."""
-    with tempfile.TemporaryDirectory() as folder:
-        settings = Settings(api_key=ApiKey("schema-only"), limiter_path=Path(folder) / "limiter.sqlite")
-        with OceanTrackingClient(settings) as client:
-            return ocean_tracking(client=client).discover_schema()
-
-
 def widened_in_place(changes: set[tuple[str, str]]) -> set[tuple[str, str]]:
     """Those of the (stored, declared) type changes DuckLake makes with `ALTER COLUMN SET DATA TYPE` (its
     promotions only widen), asked of DuckLake itself: on empty tables of a throwaway in-memory lake."""
@@ -169,13 +153,14 @@ def _describe(hint: dict) -> str:
 
 
 def plan_retype(
-    store: WarehouseStore, dataset: str, *, pipelines_dir: str | Path | None = None
+    store: WarehouseStore, dataset: str, declared: Schema, *, pipelines_dir: str | Path | None = None
 ) -> RetypePlan:
     """Every column of `dataset`'s raw tables (and of their copies in dlt's merge staging) whose type in the
-    warehouse or in dlt's stored schema is not the declared one. Reads only: dlt's state and schema are
-    restored from the warehouse into the pipeline's working folder, as a sync does first."""
+    warehouse or in dlt's stored schema is not the one `declared` (the source's schema,
+    `pipelines.cli.commands.declared_schema`) gives it. Reads only: dlt's state and schema are restored from
+    the warehouse into the pipeline's working folder, as a sync does first."""
     with lake_connections_kept():
-        return _plan(store, dataset, _pipeline(store, dataset, pipelines_dir))
+        return _plan(store, dataset, declared, _pipeline(store, dataset, pipelines_dir))
 
 
 def _pipeline(store: WarehouseStore, dataset: str, pipelines_dir: str | Path | None) -> dlt.Pipeline:
@@ -190,8 +175,7 @@ def _pipeline(store: WarehouseStore, dataset: str, pipelines_dir: str | Path | N
     return pipeline
 
 
-def _plan(store: WarehouseStore, dataset: str, pipeline: dlt.Pipeline) -> RetypePlan:
-    declared = declared_schema()
+def _plan(store: WarehouseStore, dataset: str, declared: Schema, pipeline: dlt.Pipeline) -> RetypePlan:
     mapper = pipeline.destination.capabilities().get_type_mapper()
     stored_schema = pipeline.schemas[SOURCE_NAME] if SOURCE_NAME in pipeline.schema_names else None
     staging = pipeline.destination_client().config.normalize_staging_dataset_name(declared)
@@ -233,7 +217,7 @@ def _unfit(con: duckdb.DuckDBPyConnection, schema: str, table: str, column: str,
 
 
 def apply_retype(
-    store: WarehouseStore, shown: RetypePlan, *, pipelines_dir: str | Path | None = None
+    store: WarehouseStore, shown: RetypePlan, declared: Schema, *, pipelines_dir: str | Path | None = None
 ) -> RetypeReport:
     """Carry out `shown` (the plan the user saw), planned again under the dataset's sync lock and the
     writer lock: refused when it differs (the warehouse changed meanwhile) or when a value does not fit its
@@ -242,7 +226,7 @@ def apply_retype(
     report = RetypeReport(shown)
     with store.syncing(shown.dataset), store.writing(), lake_connections_kept():
         pipeline = _pipeline(store, shown.dataset, pipelines_dir)
-        plan = _plan(store, shown.dataset, pipeline)
+        plan = _plan(store, shown.dataset, declared, pipeline)
         if plan != shown:
             raise ConfigurationError(
                 f"{store.place} changed since the retype was planned: run it again to see the new plan."

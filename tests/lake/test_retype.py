@@ -15,6 +15,7 @@ import sys
 import pytest
 
 import sandbox.world.render as render
+from pipelines.cli.commands import declared_schema
 from pipelines.compat import lake_connections_kept
 from pipelines.errors import InputError
 from pipelines.settings import DATASET_NAME, INTERNAL_STAGING_LAYOUT, SOURCE_NAME
@@ -140,7 +141,7 @@ def test_guessed_types_are_shown_then_rewritten_and_the_next_sync_agrees(
     working_folder = make_pipeline(ducklake_target(older.store), tmp_path / "dlt")
     local = working_folder.schemas[SOURCE_NAME]
     assert local.tables["containers"]["columns"]["weight_in_lbs"]["data_type"] == "double"
-    assert plan_retype(older.store, DATASET_NAME, pipelines_dir=tmp_path / "dlt").empty
+    assert plan_retype(older.store, DATASET_NAME, declared_schema(), pipelines_dir=tmp_path / "dlt").empty
 
     # the service now weighs one container at 12.5 lbs: the next sync stores 12.5, in the column itself
     weighed = older.scalar("select id from containers order by id limit 1")
@@ -169,11 +170,11 @@ def test_values_the_declared_type_cannot_take_refuse_the_whole_retype(synced_cop
         )
     before = synced_copy.scalar("select max(snapshot_id) from lake.snapshots()")
 
-    plan = plan_retype(store, DATASET_NAME, pipelines_dir=tmp_path / "dlt")
+    plan = plan_retype(store, DATASET_NAME, declared_schema(), pipelines_dir=tmp_path / "dlt")
     assert [(c.table, c.column, c.unfit) for c in plan.unfit] == [("ports", "latitude", 1)]
     with pytest.raises(
         InputError, match=r"Nothing retyped: .*ocean_tracking\.ports\.latitude \(1 not DOUBLE\)"
     ):
-        apply_retype(store, plan, pipelines_dir=tmp_path / "dlt")
+        apply_retype(store, plan, declared_schema(), pipelines_dir=tmp_path / "dlt")
     assert synced_copy.scalar("select max(snapshot_id) from lake.snapshots()") == before
     assert synced_copy.scalar("select typeof(weight_in_lbs) from containers limit 1") == "BIGINT"
