@@ -13,7 +13,8 @@ the models, the exports, the write-back records, the checks, the analysts' sessi
 (`writing`), so a load, a model run, a maintenance run and a write-back publish never race a commit;
 readers take none.
 Beside it in this room: `connections` (waiting for held locks, the offline extensions, the PostgreSQL
-catalog), `destinations` (where a sync loads), `models` (dbt, the analysts' session), `maintenance`.
+catalog), `destinations` (where a sync loads), `models` (dbt, the analysts' session), `maintenance`, `retype`
+(columns typed by guess, to their declared types).
 
 The lake across hosts is configuration only (dlt's own keys): a PostgreSQL catalog
 (`DESTINATION__DUCKLAKE__CREDENTIALS__CATALOG=postgresql://...`) and the data in S3-compatible object
@@ -31,7 +32,7 @@ builds the secret with dlt's own builder, so the two can never disagree (endpoin
 path-style URLs, SSL from the endpoint's scheme). The secret is temporary (in the connection's memory,
 never persisted) and never appears in a log or an error: a failure is one line with the secrets blanked.
 
-Reading and shaping the warehouse: table lookups, row counts, and the typed-geometry view over the raw map
+Reading and shaping the warehouse: table lookups, column types, row counts, and the typed-geometry view over the raw map
 features. Each takes a session (`con`), or a store to open one: inside a sync the session is the loader's
 own (`loader_session`), attached once for the whole sync.
 """
