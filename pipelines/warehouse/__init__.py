@@ -32,9 +32,9 @@ builds the secret with dlt's own builder, so the two can never disagree (endpoin
 path-style URLs, SSL from the endpoint's scheme). The secret is temporary (in the connection's memory,
 never persisted) and never appears in a log or an error: a failure is one line with the secrets blanked.
 
-Reading and shaping the warehouse: table lookups, column types, row counts, and the typed-geometry view over the raw map
-features. Each takes a session (`con`), or a store to open one: inside a sync the session is the loader's
-own (`loader_session`), attached once for the whole sync.
+Reading and shaping the warehouse: table lookups, column types, row counts, and the typed-geometry view over
+the raw map features. Each takes a session (`con`), or a store to open one: inside a sync the session is the
+loader's own (`loader_session`), attached once for the whole sync.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""Columns an older warehouse typed by guess, rewritten to the types the registry declares (`lake migrate --retype`).
+"""Columns an older warehouse typed by guess, rewritten to their declared types (`lake migrate --retype`).
 
 Why: dlt types a column from its first values unless a hint declares it, and never changes the type of a
 column once the table has it. A warehouse loaded before a column was declared in the registry
 (`pipelines.source.TABLES`, `api_columns.json`) keeps the guessed type: `containers.weight_in_lbs` BIGINT where
 `double` is declared now. Its next sync merges the declared type into dlt's schema while the table keeps BIGINT,
-so 12.5 is stored as 12 (and a load under the older schema puts it in a variant column `weight_in_lbs__v_double`).
+so 12.5 is stored as 12 (measured; before the column was declared, dlt put it in a variant column
+`weight_in_lbs__v_double`).
 
 What: `plan_retype` compares every raw table's column types, in the warehouse (its `information_schema`: the
 dataset and dlt's merge staging beside it, which a load copies rows through) and in dlt's stored schema, with the
@@ -45,9 +46,8 @@ from pipelines.warehouse.destinations import Target, duckdb_target, ducklake_tar
 
 # The dlt column properties that make its type (the rest, keys and nullability, are not retyped).
 TYPE_PROPERTIES = ("data_type", "precision", "scale", "timezone")
-REBUILT_SUFFIX = (
-    "__retyped"  # the rebuilt table's name until it replaces the old one, in the same transaction
-)
+# The rebuilt table's name until it replaces the old one, in the same transaction.
+REBUILT_SUFFIX = "__retyped"
 COMMIT_AUTHOR = "ocean-tracking"
 
 
