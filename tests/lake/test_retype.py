@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pytest
 
@@ -60,28 +61,39 @@ def older(synced_copy: SyncResult, tmp_path) -> SyncResult:
     return synced_copy
 
 
-def _types(result: SyncResult, at: str = "") -> dict[tuple[str, str], str]:
-    """The type of each guessed column of the dataset, now or at a snapshot (`at (version => n)`)."""
-    return {(table, column): result.scalar(f"select typeof({column}) from {table} {at} limit 1")
-            for schema, table, column, _, _ in GUESSED if schema == DATASET_NAME}  # fmt: skip
+@dataclass(frozen=True)
+class Look:
+    """What the tests read of the lake, in one read-only session: the type of each guessed column of the
+    dataset and its values (now or at a snapshot), the type in dlt's merge staging, the newest snapshot, and the
+    dlt types of the guessed columns in dlt's newest stored schema (`_dlt_version`)."""
 
+    types: dict[tuple[str, str], str]
+    values: list[tuple]
+    staging: str
+    snapshot: int
+    stored: dict[tuple[str, str], str]
 
-def _staging_type(result: SyncResult) -> str:
-    """The type of `weight_in_lbs` in dlt's merge staging copy of `containers`."""
-    return result.scalar(
-        "select data_type from information_schema.columns where table_catalog = current_database() "
-        f"and table_schema = '{STAGING}' and table_name = 'containers' and column_name = 'weight_in_lbs'"
-    )
+    @classmethod
+    def of(cls, store: WarehouseStore, version: int | None = None) -> Look:
+        """Read it, at `version` when given (types and values only: the rest is now)."""
+        at = "" if version is None else f"at (version => {version})"
+        with store.connect(read_only=True, search_path=(DATASET_NAME,)) as con:
 
+            def one(sql: str):
+                return con.execute(sql).fetchone()[0]
 
-def _values(result: SyncResult, at: str = "") -> list[tuple]:
-    return result.query(f"select id, weight_in_lbs::double from containers {at} order by id") + result.query(
-        f"select id, latitude::double from ports {at} order by id")  # fmt: skip
-
-
-def _stored_schema(result: SyncResult) -> dict:
-    """dlt's newest stored schema of the dataset (`_dlt_version`)."""
-    return json.loads(result.scalar("select schema from _dlt_version order by inserted_at desc limit 1"))
+            types = {(table, column): one(f"select typeof({column}) from {table} {at} limit 1")
+                     for schema, table, column, _, _ in GUESSED if schema == DATASET_NAME}  # fmt: skip
+            values = con.execute(f"select id, try_cast(weight_in_lbs as double) from containers {at} union all "
+                                 f"select id, try_cast(latitude as double) from ports {at} order by all").fetchall()  # fmt: skip
+            staging = one("select data_type from information_schema.columns where table_catalog = current_database() "
+                          f"and table_schema = '{STAGING}' and table_name = 'containers' "
+                          "and column_name = 'weight_in_lbs'")  # fmt: skip
+            snapshot = one("select max(snapshot_id) from lake.snapshots()")
+            schema = json.loads(one("select schema from _dlt_version order by inserted_at desc limit 1"))
+        stored = {(table, column): schema["tables"][table]["columns"][column]["data_type"]
+                  for schema_name, table, column, _, _ in GUESSED if schema_name == DATASET_NAME}  # fmt: skip
+        return cls(types, values, staging, snapshot, stored)
 
 
 def _plan_rows(stdout: str) -> set[tuple[str, ...]]:
@@ -106,11 +118,9 @@ def test_guessed_types_are_shown_then_rewritten_and_the_next_sync_agrees(
     env = cli_env(
         own_sandbox.base_url, tmp_path, OCEAN_TRACKING_PIPELINES_DIR=str(tmp_path / "dlt"), COLUMNS="200"
     )
-    guessed = _types(older)
-    assert guessed == {("containers", "weight_in_lbs"): "BIGINT", ("ports", "latitude"): "VARCHAR"}
-    assert _staging_type(older) == "BIGINT"
-    before = older.scalar("select max(snapshot_id) from lake.snapshots()")
-    values = _values(older)
+    old = Look.of(older.store)
+    assert old.types == {("containers", "weight_in_lbs"): "BIGINT", ("ports", "latitude"): "VARCHAR"}
+    assert old.staging == "BIGINT" and set(old.stored.values()) == {"bigint", "text"}
 
     shown = _retype(env)
     assert {
@@ -121,24 +131,18 @@ def test_guessed_types_are_shown_then_rewritten_and_the_next_sync_agrees(
         ("ports", "latitude", "text", "double"),
     } <= _plan_rows(shown.stdout), shown.stdout
     assert "Nothing changed: run again with --yes" in shown.stdout
-    assert (
-        _types(older) == guessed and older.scalar("select max(snapshot_id) from lake.snapshots()") == before
-    )
+    assert Look.of(older.store) == old
 
     applied = _retype(env, "--yes")
-    assert (
-        f"The snapshot before is {before}" in applied.stdout
-        and "tables rebuilt: ocean_tracking.ports" in applied.stdout
-    )
-    assert set(_types(older).values()) == {"DOUBLE"} and _staging_type(older) == "DOUBLE"
-    assert _values(older) == values
+    assert f"The snapshot before is {old.snapshot}" in applied.stdout, applied.stdout
+    assert "tables rebuilt: ocean_tracking.ports" in applied.stdout, applied.stdout
+    new = Look.of(older.store)
+    assert set(new.types.values()) == {"DOUBLE"} and new.staging == "DOUBLE" and new.values == old.values
+    assert set(new.stored.values()) == {"double"}
     # time travel: the snapshot before still has the guessed types and the same values
-    assert _types(older, f"at (version => {before})") == guessed
-    assert _values(older, f"at (version => {before})") == values
-    stored = _stored_schema(older)["tables"]
-    assert stored["containers"]["columns"]["weight_in_lbs"]["data_type"] == "double"
-    assert stored["ports"]["columns"]["latitude"]["data_type"] == "double"
-    working_folder = make_pipeline(ducklake_target(older.store), tmp_path / "dlt")
+    then = Look.of(older.store, old.snapshot)
+    assert (then.types, then.values) == (old.types, old.values)
+    working_folder = make_pipeline(ducklake_target(older.store), tmp_path / "dlt")  # the one the command used
     local = working_folder.schemas[SOURCE_NAME]
     assert local.tables["containers"]["columns"]["weight_in_lbs"]["data_type"] == "double"
     assert plan_retype(older.store, DATASET_NAME, declared_schema(), pipelines_dir=tmp_path / "dlt").empty
@@ -158,7 +162,7 @@ def test_guessed_types_are_shown_then_rewritten_and_the_next_sync_agrees(
     assert after.scalar(f"select weight_in_lbs from containers where id = '{weighed}'") == 12.5
     assert after.query("select column_name from information_schema.columns where column_name like '%\\_\\_v\\_%' "
                         "escape '\\'") == []  # fmt: skip
-    assert _stored_schema(after)["tables"]["containers"]["columns"]["weight_in_lbs"]["data_type"] == "double"
+    assert Look.of(after.store).stored[("containers", "weight_in_lbs")] == "double"
 
 
 def test_values_the_declared_type_cannot_take_refuse_the_whole_retype(synced_copy, tmp_path):
@@ -168,7 +172,7 @@ def test_values_the_declared_type_cannot_take_refuse_the_whole_retype(synced_cop
         con.execute(
             "update ocean_tracking.ports set latitude = 'n/a' where id = (select min(id) from ocean_tracking.ports)"
         )
-    before = synced_copy.scalar("select max(snapshot_id) from lake.snapshots()")
+    before = Look.of(store)
 
     plan = plan_retype(store, DATASET_NAME, declared_schema(), pipelines_dir=tmp_path / "dlt")
     assert [(c.table, c.column, c.unfit) for c in plan.unfit] == [("ports", "latitude", 1)]
@@ -176,5 +180,4 @@ def test_values_the_declared_type_cannot_take_refuse_the_whole_retype(synced_cop
         InputError, match=r"Nothing retyped: .*ocean_tracking\.ports\.latitude \(1 not DOUBLE\)"
     ):
         apply_retype(store, plan, declared_schema(), pipelines_dir=tmp_path / "dlt")
-    assert synced_copy.scalar("select max(snapshot_id) from lake.snapshots()") == before
-    assert synced_copy.scalar("select typeof(weight_in_lbs) from containers limit 1") == "BIGINT"
+    assert Look.of(store) == before
