@@ -32,8 +32,8 @@ from assets.accounts import account_of, account_partitions
 from assets.ingest import DEFAULT_FRESHNESS_HOURS, asset_key
 from assets.resources import OCEAN_TRACKING_POOL, Warehouse
 from pipelines.settings import FRESHNESS_HOURS_ENV
-from pipelines.source import TABLES, loaded_columns, schema_drift
-from pipelines.warehouse import table_exists
+from pipelines.source import TABLES, schema_drift
+from pipelines.warehouse import loaded_columns, table_exists
 
 
 def _missing(table: str) -> dg.AssetCheckResult:

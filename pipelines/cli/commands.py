@@ -1,3 +1,4 @@
+# longer than 500 lines because every command group beside sync and refresh is wired here, one handler each (the logic is in the rooms below)
 """The command groups `python -m pipelines` registers beside `sync` and `refresh` (`pipelines.cli`): `lake`,
 `webhooks` and the write-back commands. Each `register_*` adds its commands; each command sets `handler`,
 which `pipelines.cli.main` calls (errors the user can act on are one line, exit 2).
@@ -7,6 +8,7 @@ which `pipelines.cli.main` calls (errors the user can act on are one line, exit 
     lake backup DEST                                        catalog, files and write-back journal into DEST/
     lake restore SRC [--data-dir DIR]                       a backup into an empty data dir
     lake migrate [--from data/warehouse.duckdb]             a DuckDB warehouse into the lake, state kept
+    lake migrate --retype [--yes] [--account A]             guessed column types to the declared ones
     lake maintain [--retention-days 30]                     compaction, snapshot expiry, file cleanup
     webhooks serve [--account NAME] [--host 127.0.0.1] [--port 8765] [--path /webhooks/terminal49]
                    [--journal PATH|URL]
@@ -30,17 +32,20 @@ accounts, `--account NAME` says whose key writes; that account has its own journ
 from __future__ import annotations
 
 import argparse
+import tempfile
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
+from dlt.common.schema import Schema
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from pipelines.api import account_named, configured_accounts
 from pipelines.api.client import OceanTrackingClient
-from pipelines.api.config import load_settings
+from pipelines.api.config import ApiKey, Settings, load_settings
 from pipelines.errors import ConfigurationError
 from pipelines.journals import NotificationJournal, describe
 from pipelines.journals.writes import writeback_session
@@ -63,10 +68,12 @@ from pipelines.settings import (
     webhook_journal_location,
     writeback_journal_location,
 )
+from pipelines.source.resources import ocean_tracking
 from pipelines.warehouse import WarehouseStore, default_lake_in, ducklake_store, embedded_store
 from pipelines.warehouse.destinations import migrate_duckdb
 from pipelines.warehouse.maintenance import backup_lake, maintain_lake, restore_lake
 from pipelines.warehouse.models import OUTPUT_MODES, print_sql, run_session
+from pipelines.warehouse.retype import apply_retype, plan_retype
 from pipelines.webhooks import load_webhook_secret
 from pipelines.webhooks.receiver import register_webhook, serve, store_secret
 from pipelines.writeback import (
@@ -114,12 +121,22 @@ def register_lake(commands: argparse._SubParsersAction) -> argparse._SubParsersA
     )  # fmt: skip
     restore.set_defaults(handler=run_lake_restore)
 
+    # Both bring an older warehouse to what the code expects now (a DuckDB file into the lake; guessed column types
+    # to the declared ones), so they share the verb; their options exclude each other, none is silently ignored.
     migrate = sub.add_parser(
-        "migrate", help="move a plain DuckDB warehouse into the lake, state and history kept"
+        "migrate", help="move a plain DuckDB warehouse into the lake, state and history kept; or, with --retype, "
+        "rewrite the columns an older warehouse typed by guess to their declared types")  # fmt: skip
+    moves = migrate.add_mutually_exclusive_group()
+    moves.add_argument(
+        "--from", dest="source", type=Path, default=None, help=f"the DuckDB file (default {duckdb_path()})"
     )
+    moves.add_argument(
+        "--retype", action="store_true", help="show the columns whose type is not the declared one (in the warehouse "
+        "and dlt's stored schema); with --yes, rewrite them (the lake keeps the snapshot before)")  # fmt: skip
+    migrate.add_argument("--yes", action="store_true", help="with --retype: apply the plan it shows")
     migrate.add_argument(
-        "--from", dest="source", type=Path, default=duckdb_path(), help="the DuckDB warehouse file"
-    )
+        "--account", help=f"with --retype: this account's dataset (of those named in {ACCOUNTS_ENV}); without "
+        "accounts configured, the one dataset")  # fmt: skip
     migrate.set_defaults(handler=run_lake_migrate)
 
     maintain = sub.add_parser("maintain", help="compact files, expire old snapshots, delete unneeded files")
@@ -186,10 +203,15 @@ def run_lake_restore(args: argparse.Namespace) -> int:
 
 
 def run_lake_migrate(args: argparse.Namespace) -> int:
-    """Move the DuckDB warehouse into the lake and say what came along."""
+    """Move the DuckDB warehouse into the lake and say what came along; or, with `--retype`, retype."""
+    if args.retype:
+        return run_lake_retype(args)
+    if args.yes or args.account:
+        raise ConfigurationError("--yes and --account go with --retype: lake migrate --retype [--yes].")
     store = ducklake_store()
-    report = migrate_duckdb(args.source, store, journal=store.journal_path)
-    table = Table(title=f"Moved from {args.source} into {store.place}")
+    source = args.source or duckdb_path()
+    report = migrate_duckdb(source, store, journal=store.journal_path)
+    table = Table(title=f"Moved from {source} into {store.place}")
     table.add_column("table", overflow="fold")
     table.add_column("rows", justify="right")
     for name, rows in report.tables.items():
@@ -202,6 +224,56 @@ def run_lake_migrate(args: argparse.Namespace) -> int:
     for warning in report.warnings:
         errors.print(f"[yellow]note:[/yellow] {escape(warning)}", soft_wrap=True)
     console.print("The next sync into the lake carries on from the file's state (no refetch).")
+    return 0
+
+
+@cache
+def declared_schema() -> Schema:
+    """The dlt schema of the source a sync extracts, from its resources' hints alone (`discover_schema`): every
+    declared column with the type dlt gives it, what `lake migrate --retype` brings a warehouse to (handed to
+    `pipelines.warehouse.retype`, a room below the source's). The source is built around a client that never
+    sends a request, so no API key is needed."""
+    with tempfile.TemporaryDirectory() as folder:
+        settings = Settings(api_key=ApiKey("schema-only"), limiter_path=Path(folder) / "limiter.sqlite")
+        with OceanTrackingClient(settings) as client:
+            return ocean_tracking(client=client).discover_schema()
+
+
+def run_lake_retype(args: argparse.Namespace) -> int:
+    """`lake migrate --retype [--yes]`: show every column to retype in the configured warehouse (the lake,
+    or the DuckDB file `OCEAN_TRACKING_DESTINATION=duckdb` names) and in dlt's stored schema; apply it only
+    with `--yes` (`pipelines.warehouse.retype`)."""
+    store, dataset = embedded_store(), account_named(args.account).dataset_name
+    declared = declared_schema()
+    plan = plan_retype(store, dataset, declared)
+    if plan.empty:
+        console.print(f"Nothing to retype in {escape(store.place)}: every column of {dataset} has its declared type "
+                      "(in the warehouse and in dlt's stored schema).", soft_wrap=True)  # fmt: skip
+        return 0
+    if plan.warehouse:
+        table = Table(title=f"Columns to retype in {store.place}")
+        for column in ("table", "column", "from", "to", "how", "values that do not fit"):
+            table.add_column(column, overflow="fold")
+        for change in plan.warehouse:
+            table.add_row(f"{change.schema}.{change.table}", change.column, change.stored, change.declared, change.how,
+                          f"{change.unfit:,}" if change.unfit else "")  # fmt: skip
+        console.print(table)
+    if plan.dlt_schema:
+        table = Table(title=f"Columns to retype in dlt's stored schema ({dataset}._dlt_version)")
+        for column in ("table", "column", "from", "to"):
+            table.add_column(column, overflow="fold")
+        for change in plan.dlt_schema:
+            table.add_row(change.table, change.column, change.stored, change.declared)
+        console.print(table)
+    if not args.yes:
+        console.print("Nothing changed: run again with --yes to apply this plan.")
+        return 0
+    report = apply_retype(store, plan, declared)
+    rebuilt = f"; tables rebuilt: {', '.join(report.rebuilt)}" if report.rebuilt else ""
+    before = (f" The snapshot before is {report.snapshot_before}: `at (version => {report.snapshot_before})` reads "
+              "the old types." if report.snapshot_before is not None else "")  # fmt: skip
+    console.print(f"Retyped {len(plan.warehouse)} column(s) in {escape(store.place)} and {len(plan.dlt_schema)} in "
+                  f"dlt's stored schema in {report.seconds:.1f}s{escape(rebuilt)}.{before}", soft_wrap=True)  # fmt: skip
     return 0
 
 

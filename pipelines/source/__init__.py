@@ -26,10 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import duckdb
+from typing import Any
 
 COLUMNS_FILE = Path(__file__).with_name("api_columns.json")
 
@@ -287,19 +284,3 @@ def schema_drift(loaded: Mapping[str, Mapping[str, str]],
             elif not _same_type(known[column], columns[column]):
                 drift.retyped.append((table, column, known[column], columns[column]))
     return drift
-
-
-def loaded_columns(con: duckdb.DuckDBPyConnection, dataset: str) -> dict[str, dict[str, str]]:
-    """{table: {column: type}} of a dataset's base tables, read from a DuckDB connection's
-    `information_schema` (a DuckLake attached as the current database included)."""
-    rows = con.execute(
-        "select c.table_name, c.column_name, c.data_type from information_schema.columns c "
-        "join information_schema.tables t on t.table_catalog = c.table_catalog "
-        "and t.table_schema = c.table_schema and t.table_name = c.table_name "
-        "where c.table_catalog = current_database() and c.table_schema = ? and t.table_type = 'BASE TABLE'",
-        [dataset],
-    ).fetchall()
-    tables: dict[str, dict[str, str]] = {}
-    for table, column, data_type in rows:
-        tables.setdefault(table, {})[column] = data_type
-    return tables

@@ -13,7 +13,8 @@ the models, the exports, the write-back records, the checks, the analysts' sessi
 (`writing`), so a load, a model run, a maintenance run and a write-back publish never race a commit;
 readers take none.
 Beside it in this room: `connections` (waiting for held locks, the offline extensions, the PostgreSQL
-catalog), `destinations` (where a sync loads), `models` (dbt, the analysts' session), `maintenance`.
+catalog), `destinations` (where a sync loads), `models` (dbt, the analysts' session), `maintenance`, `retype`
+(columns typed by guess, to their declared types).
 
 The lake across hosts is configuration only (dlt's own keys): a PostgreSQL catalog
 (`DESTINATION__DUCKLAKE__CREDENTIALS__CATALOG=postgresql://...`) and the data in S3-compatible object
@@ -31,9 +32,9 @@ builds the secret with dlt's own builder, so the two can never disagree (endpoin
 path-style URLs, SSL from the endpoint's scheme). The secret is temporary (in the connection's memory,
 never persisted) and never appears in a log or an error: a failure is one line with the secrets blanked.
 
-Reading and shaping the warehouse: table lookups, row counts, and the typed-geometry view over the raw map
-features. Each takes a session (`con`), or a store to open one: inside a sync the session is the loader's
-own (`loader_session`), attached once for the whole sync.
+Reading and shaping the warehouse: table lookups, column types, row counts, and the typed-geometry view over
+the raw map features. Each takes a session (`con`), or a store to open one: inside a sync the session is the
+loader's own (`loader_session`), attached once for the whole sync.
 """
 
 from __future__ import annotations
@@ -493,6 +494,22 @@ def table_row_counts(store: WarehouseStore, dataset_name: str = DATASET_NAME, *,
     """`count_rows` in a read-only session of its own."""
     with store.connect(read_only=True) as con:
         return count_rows(con, dataset_name, views=views)
+
+
+def loaded_columns(con: duckdb.DuckDBPyConnection, dataset: str) -> dict[str, dict[str, str]]:
+    """{table: {column: type}} of a dataset's base tables, read from a DuckDB connection's
+    `information_schema` (a DuckLake attached as the current database included)."""
+    rows = con.execute(
+        "select c.table_name, c.column_name, c.data_type from information_schema.columns c "
+        "join information_schema.tables t on t.table_catalog = c.table_catalog "
+        "and t.table_schema = c.table_schema and t.table_name = c.table_name "
+        "where c.table_catalog = current_database() and c.table_schema = ? and t.table_type = 'BASE TABLE'",
+        [dataset],
+    ).fetchall()
+    tables: dict[str, dict[str, str]] = {}
+    for table, column, data_type in rows:
+        tables.setdefault(table, {})[column] = data_type
+    return tables
 
 
 def count_rows(con: duckdb.DuckDBPyConnection, dataset_name: str = DATASET_NAME, *, views: bool = False) -> dict[str, int]:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import pytest
 
 from pipelines.settings import DATASET_NAME
-from pipelines.source import DUCKDB_TYPES, api_columns, loaded_columns, schema_drift
+from pipelines.source import DUCKDB_TYPES, api_columns, schema_drift
+from pipelines.warehouse import loaded_columns
 from tests.support.fixture_server import Fixtures, LiveFixtureServer
 from tests.support.sandboxes import FROZEN_WORLD, sandbox_server
 from tests.support.syncs import SyncResult, sync_once
