@@ -114,6 +114,7 @@ class SyncResult:
     api_stats: dict[str, Any]
     row_counts: dict[str, int] = field(default_factory=dict)
     model_rows: dict[str, int] = field(default_factory=dict)
+    models_reason: str = ""  # what decided which models the sync built (`pipelines.warehouse.models.plan_build`)
 
 
 def finish_pending_load(pipeline: dlt.Pipeline, target: Target) -> bool:
@@ -368,8 +369,9 @@ def sync_account(
         schema = client.settings.account.analytics_schema
         if store is not None:
             if models:
-                result.model_rows = build_models(store, app_url=client.settings.app_url,
-                                                 raw_schema=target.dataset_name, analytics_schema=schema)
+                models_built = build_models(store, app_url=client.settings.app_url, raw_schema=target.dataset_name,
+                                            analytics_schema=schema, sync_name=sync_name(loaded))
+                result.model_rows, result.models_reason = models_built.rows, models_built.reason
             with loader_session(pipeline, store) as con:
                 result.row_counts = count_rows(con, target.dataset_name)
         elif models and is_postgres(pipeline):
@@ -377,6 +379,10 @@ def sync_account(
                                                          raw_schema=target.dataset_name, analytics_schema=schema)
     return result
 
+
+def sync_name(loaded: Loaded) -> str:
+    """How the lake's commits of a sync name it: by its dlt load ids (each raw row's `_dlt_load_id`)."""
+    return f"sync {', '.join(loaded.load_info.loads_ids) or '(nothing loaded)'}"
 
 
 # The resources a targeted refresh runs: those of the tables notifications name (the registry's `notified`), the

@@ -215,6 +215,8 @@ def print_summary(target: Target, result: SyncResult, seconds: float, analytics_
         for model, rows in result.model_rows.items():
             counts.add_row(f"{analytics_schema}.{model}", f"{rows:,}")
         console.print(counts)
+    if result.models_reason:
+        console.print(f"Models: {result.models_reason}.", markup=False, soft_wrap=True)
     stats = result.api_stats
     spent = Table(title="API requests spent")
     spent.add_column("bucket", overflow="fold")

@@ -41,7 +41,9 @@ in the process list). `--print-sql` shows them with the secrets blanked out.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -67,6 +69,7 @@ from pipelines.warehouse import (
     is_remote,
     lake_data_path,
     storage_secret_statements,
+    table_exists,
 )
 from pipelines.warehouse.connections import (
     OFFLINE_CONFIG,
@@ -99,6 +102,17 @@ CLI_NAME = "duckdb"
 # What the command line is told first: never fetch an extension (they are installed from the wheels).
 OFFLINE_STATEMENT = "SET autoinstall_known_extensions = false"
 OUTPUT_MODES = ("box", "csv", "json", "jsonlines", "line", "list", "markdown", "table")
+SOURCE_NAME = "ocean_tracking"  # the dbt source of the raw tables (models/staging/_sources.yml)
+# What a build's output depends on besides the data (`project_fingerprint`), under sql/.
+FINGERPRINTED_FOLDERS = ("models", "macros", "tests", "seeds")
+# The record of the last complete build on a lake (`record_build`), in the staging schema.
+BUILD_RECORD_TABLE = "models_built"
+BUILD_RECORD = '"{schema}".' + f'"{BUILD_RECORD_TABLE}"'
+COMMIT_AUTHOR = "ocean-tracking"
+# Keys of a lake snapshot's `changes` that rewrite files without changing any row (maintenance's compaction).
+LAKE_CHANGES_WITHOUT_DATA = ("merge_adjacent", "compacted_table", "rewrite_delete")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -296,14 +310,164 @@ def build_models_in_postgres(pipeline: dlt.Pipeline, *, app_url: str, raw_schema
                 for name in mart_names() if name in built}  # fmt: skip
 
 
+@dataclass(frozen=True)
+class BuildPlan:
+    """What a `dbt build` on the lake has to build, from what changed since the last complete build.
+
+    `select` is None for every model, else dbt selectors (`source:ocean_tracking.<table>+`: the models
+    reading a raw table that changed, and their tests); `skip` when nothing the models read changed: no dbt
+    run at all, so an unchanged sync commits no snapshot and writes no file. `snapshot` is the lake's
+    snapshot the build reads (recorded after it, `record_build`), `fingerprint` the project and vars it
+    builds with, `reason` what decided it (for the log)."""
+
+    select: list[str] | None
+    skip: bool
+    snapshot: int | None
+    fingerprint: str
+    reason: str
+
+
+def project_fingerprint(variables: dict[str, Any]) -> str:
+    """A digest of everything a build's output depends on besides the data: the dbt project's files
+    (models, macros, tests, seeds, dbt_project.yml) and the build's vars (`app_url` is in the deep links).
+    A new release or another `app_url` changes it, and the next build is a full one."""
+    digest = hashlib.sha256(json.dumps(variables, sort_keys=True).encode())
+    for path in sorted([SQL_DIR / "dbt_project.yml", *(path for folder in FINGERPRINTED_FOLDERS
+                                                        for path in (SQL_DIR / folder).rglob("*") if path.is_file())]):
+        digest.update(str(path.relative_to(SQL_DIR)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def current_snapshot(con: duckdb.DuckDBPyConnection) -> int:
+    """The lake's newest snapshot id (what a build started now reads)."""
+    return con.execute(f"select max(snapshot_id) from {LAKE_NAME}.snapshots()").fetchone()[0]
+
+
+def tables_changed_since(con: duckdb.DuckDBPyConnection, snapshot: int, schema: str, *,
+                         metadata_schema: str = "main") -> set[str] | None:
+    """The tables of `schema` that any snapshot after `snapshot` wrote (rows inserted, deleted or updated,
+    inlined or in files; created, altered or dropped), by name, from the lake's own record of each commit
+    (`snapshots().changes`: table ids for row changes, `schema.table` names for DDL; ids resolved through the
+    catalog's tables, in `metadata_schema`: `main` in SQLite, the store's schema in PostgreSQL). None when the lake no
+    longer holds every snapshot since (maintenance expired `snapshot`): the changes are then unknown."""
+    oldest = con.execute(f"select min(snapshot_id) from {LAKE_NAME}.snapshots()").fetchone()[0]
+    if oldest is None or oldest > snapshot:
+        return None
+    catalog = f"__ducklake_metadata_{LAKE_NAME}.{metadata_schema}"  # the catalog's tables (DuckLake's specification)
+    named = dict(con.execute(
+        f"select t.table_id::varchar, t.table_name from {catalog}.ducklake_table t "
+        f"join {catalog}.ducklake_schema s using (schema_id) where s.schema_name = ?", [schema]).fetchall())  # fmt: skip
+    changed: set[str] = set()
+    for (changes,) in con.execute(f"select changes from {LAKE_NAME}.snapshots() where snapshot_id > ?", [snapshot]).fetchall():
+        for key, touched in (changes or {}).items():
+            if key in LAKE_CHANGES_WITHOUT_DATA:
+                continue
+            for item in touched or []:
+                if item in named:
+                    changed.add(named[item])
+                elif item.startswith(f"{schema}."):
+                    changed.add(item.split(".", 1)[1])
+    return changed
+
+
+def plan_build(store: WarehouseStore, variables: dict[str, Any], *, raw_schema: str, analytics_schema: str) -> BuildPlan:
+    """What a build of every model has to do on `store` now (`BuildPlan`), under the writer lock.
+
+    On a lake: from the record of the last complete build (`record_build`): nothing when no raw table
+    changed since its snapshot; the models downstream of the raw tables that changed; every model when
+    there is no record, the project or the vars changed, or maintenance expired the recorded snapshot. A
+    plain DuckDB file keeps no history of its commits: every model, each time.
+
+    Why not dbt's own `source_status:fresher+` selector: it compares the sources' newest `loaded_at` with a
+    `sources.json` a previous run left in a local folder, which another host writing the same lake, or a lake
+    restored from a backup, does not share; and a newest load time misses rows only deleted (a custom field
+    value removed). The lake's snapshots know every commit, wherever it was made."""
+    fingerprint = project_fingerprint({key: value for key, value in variables.items()
+                                       if key not in ("lake_catalog", "lake_data_path", "duckdb_path")})
+    if not store.is_lake:
+        return BuildPlan(None, False, None, fingerprint, "a DuckDB file: every model")
+    with store.connect(read_only=True) as con:
+        snapshot = current_snapshot(con)
+        record = BUILD_RECORD.format(schema=staging_schema(analytics_schema))
+        built = None
+        if table_exists(con, staging_schema(analytics_schema), BUILD_RECORD_TABLE):
+            built = con.execute(f"select built_through_snapshot, project_fingerprint from {record}").fetchone()
+        if built is None:
+            return BuildPlan(None, False, snapshot, fingerprint, "no complete build recorded: every model")
+        if built[1] != fingerprint:
+            return BuildPlan(None, False, snapshot, fingerprint, "the models or their vars changed: every model")
+        changed = tables_changed_since(con, built[0], raw_schema,
+                                       metadata_schema=store.metadata_schema if store.catalog_on_postgres else "main")
+    if changed is None:
+        return BuildPlan(None, False, snapshot, fingerprint, "the last build's snapshot expired: every model")
+    sources = sorted(changed & set(source_tables()))
+    if not sources:
+        return BuildPlan(None, True, snapshot, fingerprint, "no raw table the models read changed: nothing to build")
+    return BuildPlan([f"source:{SOURCE_NAME}.{table}+" for table in sources], False, snapshot, fingerprint,
+                     f"changed since the last build: {', '.join(sources)}")  # fmt: skip
+
+
+def record_build(store: WarehouseStore, plan: BuildPlan, *, analytics_schema: str, message: str) -> None:
+    """Record that the models are built through `plan.snapshot` with `plan.fingerprint` (the table
+    `models_built` in the staging schema, one row), so the next build starts from there; in one lake commit
+    whose message is `message`. Under the writer lock, after a build that passed."""
+    if plan.snapshot is None:
+        return
+    schema = staging_schema(analytics_schema)
+    with store.connect() as con:
+        con.execute("begin")
+        commit_message(con, message)
+        con.execute(f'create schema if not exists "{schema}"')
+        con.execute(f"create or replace table {BUILD_RECORD.format(schema=schema)} as select ?::bigint as "
+                    "built_through_snapshot, ?::varchar as project_fingerprint, now() as recorded_at",
+                    [plan.snapshot, plan.fingerprint])  # fmt: skip
+        con.execute("commit")
+
+
+def commit_message(con: duckdb.DuckDBPyConnection, message: str) -> None:
+    """Name the lake commit of the open transaction `message` (author `ocean-tracking`): DuckLake keeps it
+    with the snapshot (`snapshots().commit_message`). It holds only inside an explicit transaction."""
+    con.execute(f"call {LAKE_NAME}.set_commit_message(?, ?)", [COMMIT_AUTHOR, message])
+
+
+@cache
+def source_tables() -> tuple[str, ...]:
+    """The raw tables the dbt project reads as sources (`models/staging/_sources.yml`)."""
+    import yaml
+
+    sources = yaml.safe_load((MODELS_DIR / "staging" / "_sources.yml").read_text())["sources"]
+    return tuple(table["name"] for source in sources for table in source["tables"])
+
+
+@dataclass(frozen=True)
+class ModelsBuilt:
+    """What `build_models` did: the rows of every mart after it, and what decided what it built."""
+
+    rows: dict[str, int]
+    reason: str
+
+
 def build_models(store: WarehouseStore, *, app_url: str, select: list[str] | None = None,
-                 raw_schema: str = DATASET_NAME, analytics_schema: str = ANALYTICS_SCHEMA) -> dict[str, int]:
-    """`dbt build` (every model, then its tests, upstream first) into `store` under its writer lock;
+                 raw_schema: str = DATASET_NAME, analytics_schema: str = ANALYTICS_SCHEMA,
+                 sync_name: str = "") -> ModelsBuilt:
+    """`dbt build` (the models, then their tests, upstream first) into `store` under its writer lock;
     returns the rows of every mart (the models analysts query, in `analytics_schema`) after it. A failing
-    model or test raises one line (`ModelBuildError`)."""
+    model or test raises one line (`ModelBuildError`).
+
+    Without `select`, only what changed is built (`plan_build`): nothing after an unchanged sync, the
+    models reading the raw tables that changed otherwise; every lake commit of the build names
+    `sync_name` (the dbt var `commit_message`)."""
     variables = dbt_vars(store, app_url=app_url, raw_schema=raw_schema, analytics_schema=analytics_schema)
     with store.writing():
-        run_dbt(dbt_args("build", target=dbt_target(store), variables=variables, select=select))
+        plan = None if select else plan_build(store, variables, raw_schema=raw_schema, analytics_schema=analytics_schema)
+        reason = plan.reason if plan else f"selected: {' '.join(select or [])}"
+        message = f"{sync_name or 'models'}: dbt build ({reason})"
+        if plan is None or not plan.skip:
+            run_dbt(dbt_args("build", target=dbt_target(store), variables={**variables, "commit_message": message},
+                             select=select or plan.select))  # fmt: skip
+        if plan is not None and not plan.skip:
+            record_build(store, plan, analytics_schema=analytics_schema, message=message)
     with store.connect(read_only=True) as con:
         built = {
             row[0]
@@ -312,11 +476,12 @@ def build_models(store: WarehouseStore, *, app_url: str, select: list[str] | Non
                 [analytics_schema],
             ).fetchall()
         }
-        return {
+        rows = {
             name: con.execute(f'select count(*) from {analytics_schema}."{name}"').fetchone()[0]
             for name in mart_names()
             if name in built
         }
+    return ModelsBuilt(rows, reason)
 
 
 def _cell(value: Any) -> str:

@@ -527,7 +527,7 @@ def test_deep_links_url_encode_the_number_on_a_duckdb_file(tmp_path):
     CLI's runner on the plain DuckDB file warehouse (target `duckdb`); the app URL's trailing slash goes."""
     store = duckdb_store(tmp_path / "warehouse.duckdb")
     _stub_warehouse(store.duckdb_file, "AB 12/3&x=+y")
-    rows = build_models(store, app_url="https://app.example/", select=["deep_links"])
+    rows = build_models(store, app_url="https://app.example/", select=["deep_links"]).rows
     assert rows["deep_links"] == 2
     with store.connect(read_only=True) as con:
         urls = dict(con.execute("select id, url from analytics.deep_links").fetchall())
@@ -674,7 +674,7 @@ def test_missing_raw_table_and_columns_read_as_typed_nulls_and_leave_nothing_beh
         con.execute("create schema ocean_tracking")
         # dlt created `terminals` with two of the columns stg_terminals reads: the rest read as null
         con.execute("create table ocean_tracking.terminals as select 't1' as id, 'Pier 400' as name")
-    assert build_models(store, app_url=APP_URL, select=["stg_container_holds", "stg_terminals"]) == {}  # no mart
+    assert build_models(store, app_url=APP_URL, select=["stg_container_holds", "stg_terminals"]).rows == {}  # no mart
     with store.connect(read_only=True) as con:
         rows = dict(con.execute("select 'stg_container_holds', count(*) from _analytics_staging.stg_container_holds"
                                 " union all select 'stg_terminals', count(*) from _analytics_staging.stg_terminals"

@@ -64,7 +64,7 @@ def make_client(server, workdir: Path, *, key: str = FULL_KEY, window: float = 0
     settings = load_settings(
         api_key=key,
         base_url=server.base_url,
-        app_url=server.app_url,
+        app_url=overrides.pop("app_url", server.app_url),
         rate_window_seconds=window,
         limiter_path=workdir / "limiter.sqlite",
         **overrides,

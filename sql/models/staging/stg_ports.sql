@@ -2,8 +2,6 @@
 -- Grain: one row per port.
 -- Key: port_id
 
-{{ config(materialized="view") }}  -- a few rows read by their tests and joins: no table to rewrite each build
-
 with source as (
     {{ contract_source('ports', [
         ['id', 'varchar'],

@@ -1,0 +1,131 @@
+"""Models that cost what changed, on a lake real syncs wrote: an unchanged sync builds no model and commits
+no model snapshot; a sync that changed the world rebuilds what reads the changed raw tables, to the rows a
+full build gives; the lake's commits name the sync they belong to."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipelines.settings import LAKE_NAME
+from pipelines.sync import sync_account
+from pipelines.warehouse.destinations import ducklake_target
+from pipelines.warehouse.models import (
+    build_models,
+    dbt_vars,
+    mart_names,
+    plan_build,
+    tables_changed_since,
+)
+from tests.support.dagster import APP_URL, BuiltWarehouse, materialize_models
+from tests.support.lakes import copy_lake
+from tests.support.sandboxes import advance_clock
+from tests.support.syncs import cli_env, make_client, sync_command
+
+MODEL_SCHEMAS = ("analytics", "_analytics_staging")
+
+
+@pytest.fixture
+def built_copy(built: BuiltWarehouse, tmp_path: Path) -> BuiltWarehouse:
+    """A writable copy of the `built` lake (every model built by the Dagster assets, which recorded the build)
+    as the test's default lake, `tmp_path/data`."""
+    copy_lake(built.folder / "data", tmp_path / "data")
+    (tmp_path / BuiltWarehouse.OUTCOME).write_text((built.folder / BuiltWarehouse.OUTCOME).read_text())
+    return BuiltWarehouse(tmp_path)
+
+
+def _newest_snapshot(lake: BuiltWarehouse) -> int:
+    return lake.query(f"select max(snapshot_id) from {LAKE_NAME}.snapshots()")[0][0]
+
+
+def _snapshots_after(lake: BuiltWarehouse, snapshot: int) -> list[dict]:
+    return lake.dicts(f"select snapshot_id, changes, commit_message from {LAKE_NAME}.snapshots() "
+                      f"where snapshot_id > {snapshot} order by snapshot_id")  # fmt: skip
+
+
+def _marts(lake: BuiltWarehouse) -> dict[str, list[tuple]]:
+    return {name: lake.query(f"select * from analytics.{name} order by all") for name in mart_names()}
+
+
+def test_an_unchanged_sync_builds_no_model_and_commits_no_model_snapshot(own_sandbox, built_copy, tmp_path):
+    before, marts = _newest_snapshot(built_copy), _marts(built_copy)
+
+    environment = cli_env(own_sandbox.base_url, tmp_path, SOURCES__OCEAN_TRACKING__APP_URL=APP_URL)  # the build's
+    done = subprocess.run(sync_command(), env=environment, capture_output=True, text=True, timeout=600, check=False)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Models: no raw table the models read changed: nothing to build." in done.stdout
+    snapshots = _snapshots_after(built_copy, before)
+    assert len(snapshots) <= 10, snapshots
+    touched = [s for s in snapshots if any(str(item).startswith(MODEL_SCHEMAS) for items in s["changes"].values()
+                                           for item in items)]  # fmt: skip
+    assert touched == [] and not any("dbt build" in (s["commit_message"] or "") for s in snapshots)
+    assert _marts(built_copy) == marts
+
+
+def test_a_changed_world_rebuilds_what_reads_it_as_a_full_build_would(own_sandbox, built_copy, tmp_path):
+    before = _newest_snapshot(built_copy)
+    advance_clock(own_sandbox, 3 * 86400)  # vessels move on: events, ETAs and statuses change
+
+    with make_client(own_sandbox, tmp_path, app_url=APP_URL) as client:
+        result = sync_account(client, ducklake_target(built_copy.store), include_maps=False,
+                              pipelines_dir=tmp_path / "dlt")  # fmt: skip
+
+    assert result.models_reason.startswith("changed since the last build: ")
+    assert "containers" in result.models_reason.split(": ", 1)[1].split(", ")
+    load_ids = list(result.loaded.load_info.loads_ids)
+    named = [s["commit_message"] for s in _snapshots_after(built_copy, before) if s["commit_message"]]
+    assert named and all(message.startswith(f"sync {', '.join(load_ids)}: dbt build") for message in named)
+    rebuilt = {message.rsplit(": ", 1)[1] for message in named if message.count(": ") >= 2}
+    assert "container_status" in rebuilt
+    incremental = _marts(built_copy)
+
+    full = build_models(built_copy.store, app_url=APP_URL, select=["fqn:*"])
+
+    assert full.rows == {name: len(rows) for name, rows in incremental.items()}
+    assert _marts(built_copy) == incremental, "the models built for what changed differ from a full build"
+
+
+def test_the_dagster_models_build_nothing_when_nothing_changed(built_copy):
+    before = _newest_snapshot(built_copy)
+
+    result = materialize_models(built_copy.folder / "data")
+
+    assert result.success
+    assert result.get_asset_materialization_events() == []
+    assert _snapshots_after(built_copy, before) == []
+
+
+def test_another_app_url_or_release_builds_every_model(built_copy):
+    store = built_copy.store
+    same = plan_build(store, dbt_vars(store, app_url=APP_URL), raw_schema="ocean_tracking", analytics_schema="analytics")
+    moved = plan_build(store, dbt_vars(store, app_url="https://elsewhere.example"), raw_schema="ocean_tracking",
+                       analytics_schema="analytics")  # fmt: skip
+
+    assert same.skip and same.snapshot == _newest_snapshot(built_copy)
+    assert not moved.skip and moved.select is None and "changed" in moved.reason
+
+
+def test_every_kind_of_row_change_counts_and_compaction_does_not(tmp_path):
+    con = duckdb.connect()
+    con.execute(f"load ducklake; attach 'ducklake:sqlite:{tmp_path}/c.sqlite' as {LAKE_NAME} "
+                f"(data_path '{tmp_path}/files/', data_inlining_row_limit 0); use {LAKE_NAME}")  # fmt: skip
+    con.execute("create schema raw; create table raw.kept as select range as id from range(10)")
+    con.execute("create table raw.deleted_from as select range as id from range(10)")
+    con.execute("create table raw.updated as select range as id from range(10)")
+    start = con.execute(f"select max(snapshot_id) from {LAKE_NAME}.snapshots()").fetchone()[0]
+
+    con.execute("delete from raw.deleted_from where id < 3")
+    con.execute("update raw.updated set id = id + 100 where id = 5")
+    con.execute("create table raw.created as select 1 as id")
+    assert tables_changed_since(con, start, "raw") == {"deleted_from", "updated", "created"}
+    after_changes = con.execute(f"select max(snapshot_id) from {LAKE_NAME}.snapshots()").fetchone()[0]
+
+    con.execute(f"call ducklake_rewrite_data_files('{LAKE_NAME}', delete_threshold => 0)")
+    assert tables_changed_since(con, after_changes, "raw") == set()
+
+    con.execute(f"call ducklake_expire_snapshots('{LAKE_NAME}', older_than => now())")
+    assert tables_changed_since(con, start, "raw") is None, "changes since an expired snapshot are unknown"
