@@ -229,21 +229,23 @@ def analytics_models(
                          raw_schema=warehouse.dataset_name, analytics_schema=warehouse.analytics_schema)
     message = f"dagster run {context.run_id}: dbt build"
     # every model selected (a full sync, the automation after any ingest): what changed decides what is built
-    whole = context.selected_asset_keys == context.assets_def.keys
+    whole = context.assets_def.keys_by_output_name == context.assets_def.node_keys_by_output_name
     with store.writing():
-        # what changed since the last complete build decides (`plan_build`); a subset picked in Dagster is
-        # built as picked, unless nothing the models read changed at all
+        # every model selected: what changed since the last complete build decides (`plan_build`); a subset
+        # picked in Dagster is built as picked
         plan = plan_build(store, variables, raw_schema=warehouse.dataset_name, analytics_schema=warehouse.analytics_schema)
-        context.log.info(f"Models: {plan.reason}.")
-        if plan.skip:
-            return
-        if whole and plan.select is not None:
-            selection = ["--select", *plan.select]
+        if whole:
+            context.log.info(f"Models: {plan.reason}.")
+            if plan.skip:
+                return
+        variables = {**variables, "commit_message": message}
+        if whole:
+            selection, variables = plan.dbt_arguments(variables)
         # dagster-dbt's choice for this subset (`empty` when the checks are chosen one by one), else `buildable`:
         # the tests of the selected models, those against their sources included (cautious would drop a test
         # reading a source), and none of an unselected model (eager would run deep_links' on stg_shipments)
-        args = [*dbt_args("build", target=dbt_target(store), variables={**variables, "commit_message": message}),
-                *selection, "--indirect-selection", indirect or "buildable"]  # fmt: skip
+        args = [*dbt_args("build", target=dbt_target(store), variables=variables), *selection,
+                "--indirect-selection", indirect or "buildable"]  # fmt: skip
         outcome = invoke_dbt(args)
         if outcome.success and whole:
             record_build(store, plan, analytics_schema=warehouse.analytics_schema, message=message)

@@ -363,6 +363,9 @@ class WarehouseStore:
             yield
 
 
+COMMIT_AUTHOR = "ocean-tracking"  # the author of the lake commits the pipeline names
+
+
 def set_lake_options(con: duckdb.DuckDBPyConnection) -> None:
     """Give the attached lake the writer's options (`LAKE_WRITE_OPTIONS`) it does not have yet: they live
     in the catalog, so this writes only on a new (or older) lake and every later writer, dlt's load
@@ -371,6 +374,17 @@ def set_lake_options(con: duckdb.DuckDBPyConnection) -> None:
     for name, value in LAKE_WRITE_OPTIONS.items():
         if name not in current:
             con.execute(f"call {LAKE_NAME}.set_option('{name}', ?)", [value])
+
+
+def current_snapshot(con: duckdb.DuckDBPyConnection) -> int:
+    """The lake's newest snapshot id (what a reader or a writer starting now sees)."""
+    return con.execute(f"select max(snapshot_id) from {LAKE_NAME}.snapshots()").fetchone()[0]
+
+
+def commit_message(con: duckdb.DuckDBPyConnection, message: str) -> None:
+    """Name the lake commit of the open transaction `message` (author `ocean-tracking`): DuckLake keeps it
+    with the snapshot (`snapshots().commit_message`). It holds only inside an explicit transaction."""
+    con.execute(f"call {LAKE_NAME}.set_commit_message(?, ?)", [COMMIT_AUTHOR, message])
 
 
 def lake_data_path(con: duckdb.DuckDBPyConnection) -> str:

@@ -53,7 +53,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,10 +61,12 @@ import duckdb
 from dbt.adapters.duckdb.plugins import BasePlugin
 
 from pipelines.errors import ConfigurationError, ModelBuildError, redact
-from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME, INTERNAL_STAGING_LAYOUT, LAKE_NAME
+from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME, INTERNAL_STAGING_LAYOUT, LAKE_NAME, SOURCE_NAME
 from pipelines.warehouse import (
     WarehouseStore,
+    commit_message,
     create_storage_secret,
+    current_snapshot,
     ducklake_store,
     is_remote,
     lake_data_path,
@@ -102,15 +104,15 @@ CLI_NAME = "duckdb"
 # What the command line is told first: never fetch an extension (they are installed from the wheels).
 OFFLINE_STATEMENT = "SET autoinstall_known_extensions = false"
 OUTPUT_MODES = ("box", "csv", "json", "jsonlines", "line", "list", "markdown", "table")
-SOURCE_NAME = "ocean_tracking"  # the dbt source of the raw tables (models/staging/_sources.yml)
 # What a build's output depends on besides the data (`project_fingerprint`), under sql/.
 FINGERPRINTED_FOLDERS = ("models", "macros", "tests", "seeds")
 # The record of the last complete build on a lake (`record_build`), in the staging schema.
 BUILD_RECORD_TABLE = "models_built"
 BUILD_RECORD = '"{schema}".' + f'"{BUILD_RECORD_TABLE}"'
-COMMIT_AUTHOR = "ocean-tracking"
-# Keys of a lake snapshot's `changes` that rewrite files without changing any row (maintenance's compaction).
+# Keys of a lake snapshot's `changes` that rewrite files without changing any row (maintenance's compaction),
+# and those that change rows only (any other key changes a table's or a view's layout).
 LAKE_CHANGES_WITHOUT_DATA = ("merge_adjacent", "compacted_table", "rewrite_delete")
+LAKE_ROW_CHANGES = ("tables_inserted_into", "tables_deleted_from", "inlined_insert", "inlined_delete")
 
 logger = logging.getLogger(__name__)
 
@@ -314,17 +316,28 @@ def build_models_in_postgres(pipeline: dlt.Pipeline, *, app_url: str, raw_schema
 class BuildPlan:
     """What a `dbt build` on the lake has to build, from what changed since the last complete build.
 
-    `select` is None for every model, else dbt selectors (`source:ocean_tracking.<table>+`: the models
-    reading a raw table that changed, and their tests); `skip` when nothing the models read changed: no dbt
-    run at all, so an unchanged sync commits no snapshot and writes no file. `snapshot` is the lake's
-    snapshot the build reads (recorded after it, `record_build`), `fingerprint` the project and vars it
-    builds with, `reason` what decided it (for the log)."""
+    `select` is None for every model (`--full-refresh`: the incremental marts made afresh), else dbt
+    selectors: the tables and incremental marts reading a raw table whose rows changed, and the tests
+    downstream of it. `changed_since` (the dbt
+    var the incremental marts read, `macros/changed_entities.sql`) is the commit time of the newest load the
+    last build read. `skip` when nothing the models read changed: no dbt run at all, so an unchanged sync
+    commits no snapshot and writes no file. `snapshot` and `loaded_through` are what this build reads
+    (recorded after it, `record_build`), `fingerprint` the project and vars it builds with, `reason` what
+    decided it (for the log)."""
 
     select: list[str] | None
     skip: bool
     snapshot: int | None
+    loaded_through: str | None
     fingerprint: str
     reason: str
+    changed_since: str | None = None
+
+    def dbt_arguments(self, variables: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+        """The build's selection arguments (`--select ...`, or `--full-refresh` for every model) and its vars."""
+        if self.select is None:
+            return ["--full-refresh"], variables
+        return ["--select", *self.select], {**variables, "changed_since": self.changed_since}
 
 
 def project_fingerprint(variables: dict[str, Any]) -> str:
@@ -339,18 +352,23 @@ def project_fingerprint(variables: dict[str, Any]) -> str:
     return digest.hexdigest()[:16]
 
 
-def current_snapshot(con: duckdb.DuckDBPyConnection) -> int:
-    """The lake's newest snapshot id (what a build started now reads)."""
-    return con.execute(f"select max(snapshot_id) from {LAKE_NAME}.snapshots()").fetchone()[0]
+@dataclass(frozen=True)
+class LakeChanges:
+    """The tables of a schema the lake's commits changed since a snapshot, by name: `rows` (rows inserted,
+    deleted or updated) and `layout` (created, altered, dropped: a view reading the table must be made again,
+    `contract_source` having read its columns when it was made)."""
+
+    rows: frozenset[str]
+    layout: frozenset[str]
 
 
 def tables_changed_since(con: duckdb.DuckDBPyConnection, snapshot: int, schema: str, *,
-                         metadata_schema: str = "main") -> set[str] | None:
-    """The tables of `schema` that any snapshot after `snapshot` wrote (rows inserted, deleted or updated,
-    inlined or in files; created, altered or dropped), by name, from the lake's own record of each commit
-    (`snapshots().changes`: table ids for row changes, `schema.table` names for DDL; ids resolved through the
-    catalog's tables, in `metadata_schema`: `main` in SQLite, the store's schema in PostgreSQL). None when the lake no
-    longer holds every snapshot since (maintenance expired `snapshot`): the changes are then unknown."""
+                         metadata_schema: str = "main") -> LakeChanges | None:
+    """What the lake's commits after `snapshot` changed in `schema` (`LakeChanges`), from the lake's own
+    record of each commit (`snapshots().changes`: table ids for row changes, `schema.table` names for DDL; ids
+    resolved through the catalog's tables, in `metadata_schema`: `main` in SQLite, the store's schema in
+    PostgreSQL). Compaction changes no row and is left out. None when the lake no longer holds every snapshot
+    since (maintenance expired `snapshot`): the changes are then unknown."""
     oldest = con.execute(f"select min(snapshot_id) from {LAKE_NAME}.snapshots()").fetchone()[0]
     if oldest is None or oldest > snapshot:
         return None
@@ -358,26 +376,29 @@ def tables_changed_since(con: duckdb.DuckDBPyConnection, snapshot: int, schema: 
     named = dict(con.execute(
         f"select t.table_id::varchar, t.table_name from {catalog}.ducklake_table t "
         f"join {catalog}.ducklake_schema s using (schema_id) where s.schema_name = ?", [schema]).fetchall())  # fmt: skip
-    changed: set[str] = set()
+    rows: set[str] = set()
+    layout: set[str] = set()
     for (changes,) in con.execute(f"select changes from {LAKE_NAME}.snapshots() where snapshot_id > ?", [snapshot]).fetchall():
         for key, touched in (changes or {}).items():
             if key in LAKE_CHANGES_WITHOUT_DATA:
                 continue
+            changed = rows if key in LAKE_ROW_CHANGES else layout
             for item in touched or []:
                 if item in named:
                     changed.add(named[item])
                 elif item.startswith(f"{schema}."):
                     changed.add(item.split(".", 1)[1])
-    return changed
+    return LakeChanges(frozenset(rows), frozenset(layout))
 
 
 def plan_build(store: WarehouseStore, variables: dict[str, Any], *, raw_schema: str, analytics_schema: str) -> BuildPlan:
     """What a build of every model has to do on `store` now (`BuildPlan`), under the writer lock.
 
     On a lake: from the record of the last complete build (`record_build`): nothing when no raw table
-    changed since its snapshot; the models downstream of the raw tables that changed; every model when
-    there is no record, the project or the vars changed, or maintenance expired the recorded snapshot. A
-    plain DuckDB file keeps no history of its commits: every model, each time.
+    changed since its snapshot; the models downstream of the raw tables whose rows changed (the incremental
+    marts for the changed entities only); every model when there is no record, the project or the vars
+    changed, a raw table's layout changed (a new table or column), or maintenance expired the recorded
+    snapshot. A plain DuckDB file keeps no history of its commits: every model, each time.
 
     Why not dbt's own `source_status:fresher+` selector: it compares the sources' newest `loaded_at` with a
     `sources.json` a previous run left in a local folder, which another host writing the same lake, or a lake
@@ -386,33 +407,44 @@ def plan_build(store: WarehouseStore, variables: dict[str, Any], *, raw_schema: 
     fingerprint = project_fingerprint({key: value for key, value in variables.items()
                                        if key not in ("lake_catalog", "lake_data_path", "duckdb_path")})
     if not store.is_lake:
-        return BuildPlan(None, False, None, fingerprint, "a DuckDB file: every model")
+        return BuildPlan(None, False, None, None, fingerprint, "a DuckDB file: every model")
     with store.connect(read_only=True) as con:
         snapshot = current_snapshot(con)
+        loaded_through = None
+        if table_exists(con, raw_schema, "_dlt_loads"):
+            loaded_through = con.execute(f'select max(inserted_at)::varchar from "{raw_schema}"._dlt_loads').fetchone()[0]
         record = BUILD_RECORD.format(schema=staging_schema(analytics_schema))
         built = None
         if table_exists(con, staging_schema(analytics_schema), BUILD_RECORD_TABLE):
-            built = con.execute(f"select built_through_snapshot, project_fingerprint from {record}").fetchone()
-        if built is None:
-            return BuildPlan(None, False, snapshot, fingerprint, "no complete build recorded: every model")
-        if built[1] != fingerprint:
-            return BuildPlan(None, False, snapshot, fingerprint, "the models or their vars changed: every model")
+            built = con.execute(f"select built_through_snapshot, loaded_through, project_fingerprint from {record}").fetchone()
+        every_model = partial(BuildPlan, None, False, snapshot, loaded_through, fingerprint)
+        if built is None or built[1] is None:
+            return every_model("no complete build recorded: every model")
+        if built[2] != fingerprint:
+            return every_model("the models or their vars changed: every model")
         changed = tables_changed_since(con, built[0], raw_schema,
                                        metadata_schema=store.metadata_schema if store.catalog_on_postgres else "main")
     if changed is None:
-        return BuildPlan(None, False, snapshot, fingerprint, "the last build's snapshot expired: every model")
-    sources = sorted(changed & set(source_tables()))
-    if not sources:
-        return BuildPlan(None, True, snapshot, fingerprint, "no raw table the models read changed: nothing to build")
-    return BuildPlan([f"source:{SOURCE_NAME}.{table}+" for table in sources], False, snapshot, fingerprint,
-                     f"changed since the last build: {', '.join(sources)}")  # fmt: skip
+        return every_model("the last build's snapshot expired: every model")
+    read = set(source_tables())
+    if layout := sorted(changed.layout & read):  # new tables or columns: what every model reads may differ
+        return every_model(f"the layout of {', '.join(layout)} changed: every model")
+    if not (rows := sorted(changed.rows & read)):
+        return BuildPlan(None, True, snapshot, loaded_through, fingerprint,
+                         "no raw table the models read changed: nothing to build")  # fmt: skip
+    # views read their tables as they are: made again only with a new layout (above) or release
+    select = [f"source:{SOURCE_NAME}.{table}+{kind}" for table in rows
+              for kind in (",config.materialized:table", ",config.materialized:incremental", ",resource_type:test")]
+    return BuildPlan(select, False, snapshot, loaded_through, fingerprint,
+                     f"changed since the last build: rows of {', '.join(rows)}", changed_since=built[1])  # fmt: skip
 
 
 def record_build(store: WarehouseStore, plan: BuildPlan, *, analytics_schema: str, message: str) -> None:
-    """Record that the models are built through `plan.snapshot` with `plan.fingerprint` (the table
-    `models_built` in the staging schema, one row), so the next build starts from there; in one lake commit
-    whose message is `message`. Under the writer lock, after a build that passed."""
-    if plan.snapshot is None:
+    """Record that the models are built through `plan.snapshot` and the loads committed by
+    `plan.loaded_through`, with `plan.fingerprint` (the table `models_built` in the staging schema, one row),
+    so the next build starts from there; in one lake commit whose message is `message`. Under the writer
+    lock, after a build that passed."""
+    if plan.snapshot is None or plan.loaded_through is None:
         return
     schema = staging_schema(analytics_schema)
     with store.connect() as con:
@@ -420,15 +452,9 @@ def record_build(store: WarehouseStore, plan: BuildPlan, *, analytics_schema: st
         commit_message(con, message)
         con.execute(f'create schema if not exists "{schema}"')
         con.execute(f"create or replace table {BUILD_RECORD.format(schema=schema)} as select ?::bigint as "
-                    "built_through_snapshot, ?::varchar as project_fingerprint, now() as recorded_at",
-                    [plan.snapshot, plan.fingerprint])  # fmt: skip
+                    "built_through_snapshot, ?::varchar as loaded_through, ?::varchar as project_fingerprint, "
+                    "now() as recorded_at", [plan.snapshot, plan.loaded_through, plan.fingerprint])  # fmt: skip
         con.execute("commit")
-
-
-def commit_message(con: duckdb.DuckDBPyConnection, message: str) -> None:
-    """Name the lake commit of the open transaction `message` (author `ocean-tracking`): DuckLake keeps it
-    with the snapshot (`snapshots().commit_message`). It holds only inside an explicit transaction."""
-    con.execute(f"call {LAKE_NAME}.set_commit_message(?, ?)", [COMMIT_AUTHOR, message])
 
 
 @cache
@@ -463,9 +489,12 @@ def build_models(store: WarehouseStore, *, app_url: str, select: list[str] | Non
         plan = None if select else plan_build(store, variables, raw_schema=raw_schema, analytics_schema=analytics_schema)
         reason = plan.reason if plan else f"selected: {' '.join(select or [])}"
         message = f"{sync_name or 'models'}: dbt build ({reason})"
-        if plan is None or not plan.skip:
+        if plan is None:
             run_dbt(dbt_args("build", target=dbt_target(store), variables={**variables, "commit_message": message},
-                             select=select or plan.select))  # fmt: skip
+                             select=select))  # fmt: skip
+        elif not plan.skip:
+            arguments, planned = plan.dbt_arguments({**variables, "commit_message": message})
+            run_dbt([*dbt_args("build", target=dbt_target(store), variables=planned), *arguments])
         if plan is not None and not plan.skip:
             record_build(store, plan, analytics_schema=analytics_schema, message=message)
     with store.connect(read_only=True) as con:

@@ -39,8 +39,14 @@ from dlt.common.schema import Schema
 
 from pipelines.compat import lake_connections_kept
 from pipelines.errors import ConfigurationError, InputError, PipelineError
-from pipelines.settings import LAKE_NAME, SOURCE_NAME
-from pipelines.warehouse import WarehouseStore, loaded_columns, loader_session
+from pipelines.settings import SOURCE_NAME
+from pipelines.warehouse import (
+    WarehouseStore,
+    commit_message,
+    current_snapshot,
+    loaded_columns,
+    loader_session,
+)
 from pipelines.warehouse.connections import offline_connection
 from pipelines.warehouse.destinations import Target, duckdb_target, ducklake_target, make_pipeline
 
@@ -48,7 +54,6 @@ from pipelines.warehouse.destinations import Target, duckdb_target, ducklake_tar
 TYPE_PROPERTIES = ("data_type", "precision", "scale", "timezone")
 # The rebuilt table's name until it replaces the old one, in the same transaction.
 REBUILT_SUFFIX = "__retyped"
-COMMIT_AUTHOR = "ocean-tracking"
 
 
 @dataclass(frozen=True)
@@ -239,7 +244,7 @@ def apply_retype(
                              "fix or clear them, then run again.")  # fmt: skip
         if plan.warehouse:
             with loader_session(pipeline, store) as con:
-                report.snapshot_before = _snapshot(con) if store.is_lake else None
+                report.snapshot_before = current_snapshot(con) if store.is_lake else None
                 report.rebuilt = _rewrite(con, plan.warehouse, lake=store.is_lake)
         if plan.dlt_schema:
             _store_schema(pipeline, plan.dlt_schema)
@@ -247,16 +252,12 @@ def apply_retype(
     return report
 
 
-def _snapshot(con: duckdb.DuckDBPyConnection) -> int:
-    return con.execute(f"select max(snapshot_id) from {LAKE_NAME}.snapshots()").fetchone()[0]
-
-
 @contextmanager
 def _transaction(con: duckdb.DuckDBPyConnection, message: str | None) -> Iterator[None]:
     con.execute("begin")
     try:
         if message is not None:  # DuckLake keeps it with the snapshot; it holds only inside a transaction
-            con.execute(f"call {LAKE_NAME}.set_commit_message(?, ?)", [COMMIT_AUTHOR, message])
+            commit_message(con, message)
         yield
         con.execute("commit")
     except BaseException:

@@ -21,6 +21,9 @@
 -- names what changed (`lfd`, `holds`, `fees`, `availability`).
 -- Key: container_id, valid_from
 
+{{ config(materialized='incremental', incremental_strategy='append',
+          pre_hook="{{ replace_changed_entities('container_id', 'container') }}") }}  -- rebuilt for the containers a sync changed (macros/changed_entities.sql)
+
 with versions as (
     select
         *,
@@ -163,3 +166,4 @@ left join holds
 left join fees
     on changes.container_id = fees.container_id
     and changes.valid_from = fees.valid_from
+{{ changed_entities_only('changes.container_id', 'container') }}

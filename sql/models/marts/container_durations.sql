@@ -24,6 +24,9 @@
 -- `carrier_scac` is the shipment's line; `lane` its POL and POD (`POL -> POD` by UN/LOCODE, macro lane_label).
 -- Key: container_id, measure, sequence
 
+{{ config(materialized='incremental', incremental_strategy='append',
+          pre_hook="{{ replace_changed_entities('container_id', 'container') }}") }}  -- rebuilt for the containers a sync changed (macros/changed_entities.sql)
+
 {% set transport = 'container.transport.' %}
 
 with events as (
@@ -164,3 +167,4 @@ inner join {{ ref('stg_containers') }} as containers
 left join shipments
     on containers.shipment_id = shipments.shipment_id
 where pairs.started_at is not null and pairs.ended_at is not null
+{{ changed_entities_only('pairs.container_id', 'container', 'and') }}

@@ -16,6 +16,9 @@
 -- rail (`final_destination_full_out_at`), else from the POD terminal (`pod_full_out_at`).
 -- Key: container_id
 
+{{ config(materialized='incremental', incremental_strategy='append',
+          pre_hook="{{ replace_changed_entities('container_id', 'container') }}") }}  -- rebuilt for the containers a sync changed (macros/changed_entities.sql)
+
 with containers as (
     select * from {{ ref('stg_containers') }}
 ),
@@ -180,3 +183,4 @@ left join fees
     on containers.container_dlt_id = fees.container_dlt_id
 left join fee_lines
     on containers.container_dlt_id = fee_lines.container_dlt_id
+{{ changed_entities_only('containers.container_id', 'container') }}

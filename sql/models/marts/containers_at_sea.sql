@@ -5,6 +5,9 @@
 -- `distance_to_go_km` adds the estimated full legs after it, up to the port of discharge.
 -- Key: container_id
 
+{{ config(materialized='incremental', incremental_strategy='append',
+          pre_hook="{{ replace_changed_entities('container_id', 'container') }}") }}  -- rebuilt for the containers a sync changed (macros/changed_entities.sql)
+
 with features as (
     select * from {{ ref('stg_map_features') }}
 ),
@@ -100,3 +103,4 @@ left join containers
     on current_vessel.container_id = containers.container_id
 left join shipments
     on containers.shipment_id = shipments.shipment_id
+{{ changed_entities_only('current_vessel.container_id', 'container') }}

@@ -5,6 +5,8 @@
 -- one carries it. A tracking request's value names the shipment the request became, once it succeeded.
 -- Key: custom_field_id
 
+{{ config(materialized='view') }}  -- a join of staging rows, cheap to read: no copy rewritten when a shipment changes
+
 with fields as (
     select * from {{ ref('stg_custom_fields') }}
 ),

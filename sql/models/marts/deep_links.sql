@@ -6,6 +6,8 @@
 -- `app_url` is configuration: the dbt var `app_url` (`--vars '{app_url: ...}'`); dbt fails without it.
 -- Key: kind, id
 
+{{ config(materialized='view') }}  -- a join of staging rows, cheap to read: no copy rewritten when a shipment changes
+
 with settings as (
     select cast({{ app_url() }} as varchar) as app_url
 ),

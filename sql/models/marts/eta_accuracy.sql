@@ -21,6 +21,9 @@
 -- month.
 -- Key: shipment_id, arrival, lead_time_days
 
+{{ config(materialized='incremental', incremental_strategy='append',
+          pre_hook="{{ replace_changed_entities('shipment_id', 'shipment') }}") }}  -- rebuilt for the shipments a sync changed (macros/changed_entities.sql)
+
 {%- set lead_times_days = [1, 3, 7, 14, 21] %}
 
 with shipments as (
@@ -122,3 +125,4 @@ inner join versions_before_arrival
     and errors.arrival = versions_before_arrival.arrival
 left join shipments
     on errors.shipment_id = shipments.shipment_id
+{{ changed_entities_only('errors.shipment_id', 'shipment') }}

@@ -8,6 +8,9 @@
 -- destination ETA; positive when late.
 -- Key: container_id
 
+{{ config(materialized='incremental', incremental_strategy='append',
+          pre_hook="{{ replace_changed_entities('container_id', 'container') }}") }}  -- rebuilt for the containers a sync changed (macros/changed_entities.sql)
+
 with containers as (
     select * from {{ ref('stg_containers') }}
 ),
@@ -63,3 +66,4 @@ select
 from with_leg
 left join shipments
     on with_leg.shipment_id = shipments.shipment_id
+{{ changed_entities_only('with_leg.container_id', 'container') }}

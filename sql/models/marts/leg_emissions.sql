@@ -18,6 +18,9 @@
 -- `carrier_scac` and `lane` (`POL -> POD`, macro lane_label) are the shipment's, as in container_durations.
 -- Key: container_id, leg_sequence
 
+{{ config(materialized='incremental', incremental_strategy='append',
+          pre_hook="{{ replace_changed_entities('container_id', 'container') }}") }}  -- rebuilt for the containers a sync changed (macros/changed_entities.sql)
+
 {% set great_circle_factor = 1.15 %}
 
 with legs as (
@@ -97,3 +100,4 @@ left join factors
     on measured.cargo_class = factors.cargo_class
 left join shipments
     on measured.shipment_id = shipments.shipment_id
+{{ changed_entities_only('measured.container_id', 'container') }}

@@ -3,6 +3,9 @@
 -- Grain: one row per port call per container (`ports_sequence` 1 = POL ... `ports_total` = POD).
 -- Key: container_id, ports_sequence
 
+{{ config(materialized='incremental', incremental_strategy='append',
+          pre_hook="{{ replace_changed_entities('container_id', 'container') }}") }}  -- rebuilt for the containers a sync changed (macros/changed_entities.sql)
+
 with ports as (
     select * from {{ ref('stg_map_features') }}
     where feature_type = 'port'
@@ -46,3 +49,4 @@ select
 from ports
 left join containers
     on ports.container_id = containers.container_id
+{{ changed_entities_only('ports.container_id', 'container') }}

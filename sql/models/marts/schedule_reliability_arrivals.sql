@@ -17,6 +17,9 @@
 -- Carrier, lane (POL -> POD) and arrival month (UTC) as in eta_accuracy.
 -- Key: shipment_id, schedule_basis
 
+{{ config(materialized='incremental', incremental_strategy='append',
+          pre_hook="{{ replace_changed_entities('shipment_id', 'shipment') }}") }}  -- rebuilt for the shipments a sync changed (macros/changed_entities.sql)
+
 with shipments as (
     select * from {{ ref('stg_shipments') }}
     where pod_ata_at is not null
@@ -107,3 +110,4 @@ select
     end as arrival_status,
     delay_days
 from off_schedule
+{{ changed_entities_only('shipment_id', 'shipment') }}

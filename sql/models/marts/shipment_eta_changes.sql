@@ -8,6 +8,9 @@
 -- once had too.
 -- Key: shipment_id, eta_version
 
+{{ config(materialized='incremental', incremental_strategy='append',
+          pre_hook="{{ replace_changed_entities('shipment_id', 'shipment') }}") }}  -- rebuilt for the shipments a sync changed (macros/changed_entities.sql)
+
 with eta_versions as (
     select shipment_id, eta_version, eta_at as pod_eta_at, valid_from, valid_to
     from {{ ref('stg_arrival_eta_versions') }}
@@ -42,3 +45,4 @@ select
 from with_previous
 left join shipments
     on with_previous.shipment_id = shipments.shipment_id
+{{ changed_entities_only('with_previous.shipment_id', 'shipment') }}

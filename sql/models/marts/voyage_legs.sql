@@ -8,6 +8,9 @@
 -- lon/lat GeoJSON coordinates are flipped first (checked: JFK-LHR = 5,555 km).
 -- Key: container_id, leg_sequence
 
+{{ config(materialized='incremental', incremental_strategy='append',
+          pre_hook="{{ replace_changed_entities('container_id', 'container') }}") }}  -- rebuilt for the containers a sync changed (macros/changed_entities.sql)
+
 with port_calls as (
     select * from {{ ref('port_calls') }}
 ),
@@ -168,3 +171,4 @@ select
 from assembled
 left join vessels
     on assembled.vessel_id = vessels.vessel_id
+{{ changed_entities_only('assembled.container_id', 'container') }}

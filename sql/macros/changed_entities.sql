@@ -1,0 +1,77 @@
+{#- Incremental marts: rebuild the rows of the containers (or shipments) a sync changed, not the whole table.
+
+A mart whose grain is one container (or one shipment) and what hangs off it is `incremental` with the
+`append` strategy (dbt's own, on every engine) and two hooks of this file:
+- `replace_changed_entities(column, entity)`, a pre-hook: deletes the rows of every changed entity;
+- `changed_entities_only(column, entity, keyword)`, at the end of the model's final select: keeps the rows
+  of the changed entities only (`keyword` is `where`, or `and` after the select's own where).
+The delete, the insert and the commit message are one transaction: one lake snapshot a mart. A changed
+entity that yields no row any more (a container no longer at sea) loses its rows, and so does an entity no
+longer in its raw table.
+
+Which entities changed: those with a raw row loaded after the last complete build, by the time each load
+committed (`_dlt_loads.inserted_at` > the var `changed_since`, which the runner passes from its record:
+`pipelines.warehouse.models.plan_build`), not by the load id, since a load interrupted and finished later
+commits an older id. A container changed with its own row, its events, its map, its charge history, its
+shipment or a vessel its map or events name; a shipment with its own row or its ETA history. A change to a
+reference table every entity reads (terminals, ports, shipping lines) changes every entity. Without the var (a full build, a subset
+picked in Dagster) every entity has changed: the mart is replaced whole. A new release or new vars make the
+runner pass `--full-refresh` instead, which builds the table afresh with its new columns. -#}
+
+{% macro changed_entity_ids(entity) -%}
+    {%- set own = {
+        'container': [('containers', 'id'), ('transport_events', 'container_id'), ('map_features', 'container_id'),
+                      ('container_charge_history', 'container_id')],
+        'shipment': [('shipments', 'id'), ('shipment_eta_history', 'shipment_id')],
+    }[entity] -%}
+    {%- set reference_tables = ['terminals', 'ports', 'shipping_lines'] -%}
+    {%- set entities = source('ocean_tracking', entity ~ 's') -%}
+    {%- set loads = api.Relation.create(database=entities.database, schema=entities.schema, identifier='_dlt_loads') -%}
+    {%- set since -%} (select load_id from {{ loads }} where inserted_at > cast('{{ var("changed_since") }}' as {{ ot_type('timestamptz') }})) {%- endset -%}
+    {%- set parts = [] -%}
+    {%- for table, column in own if load_relation(source('ocean_tracking', table)) is not none -%}
+        {%- do parts.append('select ' ~ column ~ ' as entity_id from ' ~ source('ocean_tracking', table) ~ ' where _dlt_load_id in ' ~ since) -%}
+    {%- endfor -%}
+    {%- if entity == 'container' -%}
+        {%- do parts.append('select containers.id as entity_id from ' ~ entities ~ ' as containers inner join '
+                            ~ source('ocean_tracking', 'shipments') ~ ' as shipments on containers.shipment_id = shipments.id'
+                            ~ ' where shipments._dlt_load_id in ' ~ since) -%}
+    {%- endif -%}
+    {%- if entity == 'container' and load_relation(source('ocean_tracking', 'vessels')) is not none -%}
+        {%- for table in ['map_features', 'transport_events'] if load_relation(source('ocean_tracking', table)) is not none -%}
+            {%- do parts.append('select container_id as entity_id from ' ~ source('ocean_tracking', table)
+                                ~ ' where vessel_id in (select id from ' ~ source('ocean_tracking', 'vessels')
+                                ~ ' where _dlt_load_id in ' ~ since ~ ')') -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {%- for table in reference_tables if load_relation(source('ocean_tracking', table)) is not none -%}
+        {%- do parts.append('select id as entity_id from ' ~ entities ~ ' where exists (select 1 from '
+                            ~ source('ocean_tracking', table) ~ ' where _dlt_load_id in ' ~ since ~ ')') -%}
+    {%- endfor -%}
+    {%- if not parts -%}
+        {%- do parts.append('select null as entity_id where 1 = 0') -%}
+    {%- endif -%}
+    {{ parts | join('\n    union\n    ') }}
+{%- endmacro %}
+
+
+{% macro changes_only() -%}
+    {{ return(is_incremental() and var('changed_since', '') != '') }}
+{%- endmacro %}
+
+
+{% macro replace_changed_entities(column, entity) -%}
+    {%- if is_incremental() and changes_only() -%}
+        delete from {{ this }} where {{ column }} in ({{ changed_entity_ids(entity) }})
+            or {{ column }} not in (select id from {{ source('ocean_tracking', entity ~ 's') }})
+    {%- elif is_incremental() -%}
+        delete from {{ this }}
+    {%- endif -%}
+{%- endmacro %}
+
+
+{% macro changed_entities_only(column, entity, keyword='where') -%}
+    {%- if changes_only() -%}
+        {{ keyword }} {{ column }} in ({{ changed_entity_ids(entity) }})
+    {%- endif -%}
+{%- endmacro %}
