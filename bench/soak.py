@@ -731,7 +731,19 @@ def main(argv: list[str] | None = None) -> int:
     """Start the sandbox, run the soak, print the figures and verdicts (exit 1 when one is not met)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=30, help="simulated days")
-    parser.add_argument("--hours-per-day", type=int, default=24, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--hours-per-day",
+        type=int,
+        default=24,
+        help="hourly syncs per simulated day (fewer: a shorter day, for a quick proof)",
+    )
+    parser.add_argument("--kill-hour", type=int, default=KILL_HOUR, help="the sync killed mid-load each day")
+    parser.add_argument("--maintenance-hour", type=int, default=MAINTENANCE_HOUR, help="maintenance after it")
+    parser.add_argument(
+        "--writeback-hour", type=int, default=WRITEBACK_HOUR, help="the write-back batch after it"
+    )
+    parser.add_argument("--burst-hours", default=",".join(map(str, BURST_HOURS)), help="5xx burst hours")
+    parser.add_argument("--hung-hour", type=int, default=HUNG_HOUR, help="the hung hour, on the middle day")
     parser.add_argument("--shipments", type=int, default=1000, help="shipments in the sandbox world")
     parser.add_argument(
         "--retention-days",
@@ -767,7 +779,10 @@ def main(argv: list[str] | None = None) -> int:
     with sandbox, tempfile.TemporaryDirectory(prefix="bench-soak-") as tmp:
         config = SoakConfig(sandbox.base_url, API_KEY, args.workdir or Path(tmp), days=args.days,
                             hours_per_day=args.hours_per_day, retention_days=args.retention_days,
-                            window=args.window, time_scale=args.time_scale)  # fmt: skip
+                            window=args.window, time_scale=args.time_scale, kill_hour=args.kill_hour,
+                            maintenance_hour=args.maintenance_hour, writeback_hour=args.writeback_hour,
+                            burst_hours=tuple(int(h) for h in args.burst_hours.split(",") if h.strip()),
+                            hung_hour=args.hung_hour)  # fmt: skip
         config.workdir.mkdir(parents=True, exist_ok=True)
         result = run_soak(config)
         print_report(result, config)
