@@ -1,7 +1,8 @@
 """A soak: simulated days of hourly operation on one lake, faults included, then the lake against a fresh sync.
 
     uv run python bench/soak.py [--days 30] [--shipments 1000] [--retention-days 7] [--window 1]
-                                [--time-scale 0.2] [--workdir DIR]
+                                [--time-scale 0.2] [--workdir DIR] [--hours-per-day 24] [--kill-hour 9]
+                                [--maintenance-hour 3] [--writeback-hour 12] [--burst-hours 14,15] [--hung-hour 20]
 
 One sandbox (`python -m sandbox`, frozen clock, seed 7) whose world moves only when the soak moves its clock:
 one simulated hour at a time, so the world changes between syncs as the live service's does (arrivals,
