@@ -548,7 +548,10 @@ def run_soak(config: SoakConfig) -> SoakResult:
         if (
             injected == HUNG
         ):  # its failure is the fault's; a hung hour that did not fail the sync is a finding
-            ok, detail = not ok, detail or "the sync succeeded through a hung hour"
+            ok, detail = (
+                not ok,
+                f"failed as injected ({detail})" if detail else "the sync succeeded through a hung hour",
+            )
         record(
             Run(
                 day,
