@@ -6,10 +6,12 @@ replaced (re-merging unchanged rows grows the lake until maintenance; a DuckDB f
 without maintenance a lake's file count and size grow with every sync. One run, in this order:
 1. rewrite data files whose rows are partly deleted (`ducklake_rewrite_data_files`), then merge small
    adjacent files (`ducklake_merge_adjacent_files`): fewer, larger files for every reader;
-2. expire snapshots older than the retention (default 30 days): time travel reaches back that far;
+2. expire snapshots older than the retention (default 30 days), to the second (`expire_snapshots`): time
+   travel reaches back that far;
 3. delete the files no remaining snapshot needs (`ducklake_cleanup_old_files`) and files no snapshot ever
    referenced, left by a writer killed mid-commit (`ducklake_delete_orphaned_files`); both only past a
-   grace period, so a session that began before this run still finds the files of its snapshot.
+   grace period (at least an hour, into the next UTC day: `cleanup_horizon`), so a session that began
+   before this run still finds the files of its snapshot.
 The run holds the writer lock (compaction commits snapshots too); readers go on reading throughout.
 
 Backup and restore of the embedded lake: its SQLite catalog, the data files it references, and the
