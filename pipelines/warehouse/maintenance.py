@@ -10,8 +10,8 @@ without maintenance a lake's file count and size grow with every sync. One run, 
    travel reaches back that far;
 3. delete the files no remaining snapshot needs (`ducklake_cleanup_old_files`) and files no snapshot ever
    referenced, left by a writer killed mid-commit (`ducklake_delete_orphaned_files`); both only past a
-   grace period (at least an hour, into the next UTC day: `cleanup_horizon`), so a session that began
-   before this run still finds the files of its snapshot.
+   grace period (an hour; for files scheduled for deletion, also into the next UTC day: `cleanup_horizon`),
+   so a session that began before this run still finds the files of its snapshot.
 The run holds the writer lock (compaction commits snapshots too); readers go on reading throughout.
 
 Backup and restore of the embedded lake: its SQLite catalog, the data files it references, and the
