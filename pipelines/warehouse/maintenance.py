@@ -6,10 +6,12 @@ replaced (re-merging unchanged rows grows the lake until maintenance; a DuckDB f
 without maintenance a lake's file count and size grow with every sync. One run, in this order:
 1. rewrite data files whose rows are partly deleted (`ducklake_rewrite_data_files`), then merge small
    adjacent files (`ducklake_merge_adjacent_files`): fewer, larger files for every reader;
-2. expire snapshots older than the retention (default 30 days): time travel reaches back that far;
+2. expire snapshots older than the retention (default 30 days), to the second (`expire_snapshots`): time
+   travel reaches back that far;
 3. delete the files no remaining snapshot needs (`ducklake_cleanup_old_files`) and files no snapshot ever
    referenced, left by a writer killed mid-commit (`ducklake_delete_orphaned_files`); both only past a
-   grace period, so a session that began before this run still finds the files of its snapshot.
+   grace period (an hour; for files scheduled for deletion, also into the next UTC day: `cleanup_horizon`),
+   so a session that began before this run still finds the files of its snapshot.
 The run holds the writer lock (compaction commits snapshots too); readers go on reading throughout.
 
 Backup and restore of the embedded lake: its SQLite catalog, the data files it references, and the
@@ -116,16 +118,27 @@ def lake_figures(con: duckdb.DuckDBPyConnection) -> LakeFigures:
             [table, schema],
         ).fetchone()
         files, size = files + count, size + total
-    on_disk = con.execute("select count(*) from glob(?)", [lake_data_path(con).rstrip("/") + "/**/*.parquet"]).fetchone()[0]
+    on_disk = con.execute(
+        "select count(*) from glob(?)", [lake_data_path(con).rstrip("/") + "/**/*.parquet"]
+    ).fetchone()[0]
     snapshots = con.execute(f"select count(*) from {LAKE_NAME}.snapshots()").fetchone()[0]
     return LakeFigures(files, int(size), on_disk, snapshots)
 
 
 def maintain_lake(
-    store: WarehouseStore, *, retention_days: float | None = None, grace: timedelta = CLEANUP_GRACE
+    store: WarehouseStore,
+    *,
+    retention_days: float | None = None,
+    grace: timedelta = CLEANUP_GRACE,
+    now: datetime | None = None,
 ) -> MaintenanceReport:
     """Compact, expire snapshots older than `retention_days` (default: the configured retention, 30
-    days) and clean up files, under the writer lock; returns the figures before and after."""
+    days) and clean up files, under the writer lock; returns the figures before and after.
+
+    A snapshot's age is measured from `now` (default: the current time) on the lake's clock, the time
+    its commits are stamped with; a run that simulates the passage of time (bench/soak.py) passes the
+    instant its simulated clock stands for. The cleanup's `grace` protects readers of the real clock and is
+    always measured from the current time (`cleanup_horizon`)."""
     if not store.is_lake:
         raise ConfigurationError(f"{store.place} is a plain DuckDB file: maintenance is for the DuckLake.")
     store.require_exists()
@@ -133,26 +146,55 @@ def maintain_lake(
     started = time.monotonic()
     with store.writing(), store.connect() as con:
         before = lake_figures(con)
-        rewritten = _sum(con, f"call ducklake_rewrite_data_files('{LAKE_NAME}', delete_threshold => {DELETE_THRESHOLD})")
-        merged = _sum(con, f"call ducklake_merge_adjacent_files('{LAKE_NAME}')")
-        expired = len(
-            con.execute(
-                f"call ducklake_expire_snapshots('{LAKE_NAME}', older_than => now() - to_seconds(?::double))",
-                [retention * 86400],
-            ).fetchall()
+        rewritten = _sum(
+            con, f"call ducklake_rewrite_data_files('{LAKE_NAME}', delete_threshold => {DELETE_THRESHOLD})"
         )
-        horizon = [grace.total_seconds()]
+        merged = _sum(con, f"call ducklake_merge_adjacent_files('{LAKE_NAME}')")
+        expired = expire_snapshots(con, (now or datetime.now(UTC)) - timedelta(days=retention))
+        horizon = [cleanup_horizon(grace)]
         deleted = len(con.execute(
-            f"call ducklake_cleanup_old_files('{LAKE_NAME}', older_than => now() - to_seconds(?::double))", horizon
+            f"call ducklake_cleanup_old_files('{LAKE_NAME}', older_than => ?::timestamptz)", horizon
         ).fetchall())  # fmt: skip
         orphans = len(con.execute(
             f"call ducklake_delete_orphaned_files('{LAKE_NAME}', older_than => now() - to_seconds(?::double))",
-            horizon,
+            [grace.total_seconds()],
         ).fetchall())  # fmt: skip
         after = lake_figures(con)
     return MaintenanceReport(
         before, after, rewritten, merged, expired, deleted, orphans, retention, time.monotonic() - started
     )
+
+
+def expire_snapshots(con: duckdb.DuckDBPyConnection, before: datetime) -> int:
+    """Expire every snapshot committed before `before` (never the newest); returns how many.
+
+    By their ids (`versions =>`), chosen on the snapshots' times as DuckDB reads them: on a SQLite catalog
+    `ducklake_expire_snapshots(older_than => T)` compares by day (measured with DuckLake 1.0: a T at 00:00
+    expires every snapshot of that day, the newest hours included), so a retention would lose up to a day
+    and a retention under a day would expire everything."""
+    versions = con.execute(
+        f"select coalesce(list(snapshot_id order by snapshot_id), []) from {LAKE_NAME}.snapshots() "
+        f"where snapshot_time < ? and snapshot_id < (select max(snapshot_id) from {LAKE_NAME}.snapshots())",
+        [before],
+    ).fetchone()[0]
+    if not versions:
+        return 0
+    return len(
+        con.execute(f"call ducklake_expire_snapshots('{LAKE_NAME}', versions => ?)", [versions]).fetchall()
+    )
+
+
+def cleanup_horizon(grace: timedelta) -> datetime:
+    """The `older_than` of `ducklake_cleanup_old_files` that deletes no file scheduled for deletion within
+    `grace` of now. On a SQLite catalog the call compares schedule times by day (a horizon at 00:00 deletes
+    the files scheduled at 14:00 that day), so the horizon is the last instant of the day before the one
+    `grace` reaches back to: files are kept between `grace` and `grace` plus a day. A zero grace deletes
+    every file scheduled so far."""
+    now = datetime.now(UTC)
+    if grace <= timedelta(0):
+        return now
+    day = (now - grace).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day - timedelta(microseconds=1)
 
 
 def _sum(con: duckdb.DuckDBPyConnection, call: str) -> int:

@@ -12,6 +12,7 @@ import pytest
 
 from assets.maintenance import lake_maintenance
 from pipelines.settings import LAKE_NAME
+from pipelines.warehouse import default_lake_in
 from pipelines.warehouse.maintenance import maintain_lake
 from tests.support.dagster import warehouse_resource
 from tests.support.lakes import fingerprint
@@ -105,3 +106,28 @@ def test_a_copy_of_the_shared_lake_is_written_and_cleaned_up_on_its_own(synced, 
     assert not stray.exists()
     assert synced_copy.scalar("select count(*) from ocean_tracking.shipping_lines") == 0
     assert fingerprint(synced.workdir / "data") == shared, "the copy's maintenance reached the shared lake"
+
+
+def test_expiry_is_to_the_instant_and_the_cleanup_keeps_files_within_its_grace(tmp_path):
+    # DuckLake's own `older_than` compares by day on a SQLite catalog: given an instant between two snapshots
+    # of one day it expired both, and its cleanup deleted files scheduled seconds before past an hour's grace
+    store = default_lake_in(tmp_path / "data")
+    with store.writing(), store.connect() as con:
+        con.execute("create table numbers as select range as n from range(1000)")
+        con.execute("delete from numbers where n < 100")
+        between = con.execute(f"select max(snapshot_time) from {LAKE_NAME}.snapshots()").fetchone()[0]
+        con.execute("delete from numbers where n < 200")
+        kept = con.execute(f"select min(snapshot_id) from {LAKE_NAME}.snapshots() where snapshot_time > ?",
+                           [between]).fetchone()[0]  # fmt: skip
+
+    cutoff = between + timedelta(microseconds=1)
+    report = maintain_lake(store, retention_days=1, now=cutoff + timedelta(days=1))
+
+    with store.connect(read_only=True) as con:
+        remaining = [row[0] for row in con.execute(f"select snapshot_id from {LAKE_NAME}.snapshots()").fetchall()]  # fmt: skip
+        assert con.execute(f"select count(*) from numbers at (version => {kept})").fetchone()[0] == 800
+    assert report.snapshots_expired > 0 and min(remaining) == kept, remaining
+    assert report.files_deleted == 0, "files scheduled for deletion today wait out the hour's grace"
+
+    again = maintain_lake(store, retention_days=1, now=cutoff + timedelta(days=1), grace=timedelta(0))
+    assert again.files_deleted > 0, "with no grace, every file scheduled so far goes"
