@@ -40,6 +40,8 @@ select
     count(*) as observations,
     {{ round_double(percentile_cont(0.5, 'hours'), 2) }} as p50_hours,
     {{ round_double(percentile_cont(0.9, 'hours'), 2) }} as p90_hours,
-    {{ round_double('avg(hours)', 2) }} as mean_hours
+    -- averaged as decimals: a sum of doubles depends on the order the rows are read in (an incremental
+    -- container_durations keeps another order than a full build), and its last digit can tip the rounding
+    {{ round_double('avg(cast(hours as decimal(18, 6)))', 2) }} as mean_hours
 from by_dimension
 group by measure, dimension, dimension_value
