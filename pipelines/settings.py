@@ -199,9 +199,10 @@ LAKE_RETENTION_ENV = setting("OCEAN_TRACKING_LAKE_RETENTION_DAYS", "how many day
 # The DuckDB file's loader `memory_limit` unless configured. A load into the file keeps every block it writes
 # (each table twice: dlt's staging copy and the merged one) in DuckDB's buffer pool, which only gives them back
 # at its limit, 80 % of RAM: a first load of 10k shipments held 850 MiB, 10x the data 4x the memory. With this
-# limit DuckDB writes them out and evicts them (measured with DuckDB 1.5.5: 10k shipments +195 MiB, 1k +96).
+# limit DuckDB writes them out and evicts them (measured with DuckDB 1.5.5, the load alone: 10k shipments +133
+# MiB, +195 at 128MB, 1k +96 at either; a first sync of 10k shipments 1.34x a 1k one's, 1.49-1.50x at 128MB).
 # The lake writes Parquet files, not blocks of its own, and needs none.
-DUCKDB_FILE_LOADER_MEMORY_LIMIT = "128MB"
+DUCKDB_FILE_LOADER_MEMORY_LIMIT = "64MB"
 # DuckDB's memory for the load into the embedded warehouse (unset: the lake DuckDB's own, 80 % of RAM; the file
 # the limit above)
 LOADER_MEMORY_LIMIT_ENV = setting("OCEAN_TRACKING_LOADER_MEMORY_LIMIT", "DuckDB's `memory_limit` while a sync "

@@ -131,7 +131,7 @@ def duckdb_target(path: str | Path | None = None, dataset_name: str = DATASET_NA
     Loaded as the lake is: `loader_config`, with the file's own memory limit (`DUCKDB_FILE_LOADER_MEMORY_LIMIT`:
     the file caches what a load writes up to it), and one table job at a time, as dlt loads the lake, so
     DuckDB holds the blocks of one table's job, not of every table's at once (a first load of 10k shipments
-    peaked at 865 MiB in parallel, 607 MiB in sequence, 377 MiB with the limit too; BENCHMARKS.md)."""
+    peaked at 865 MiB in parallel, 607 MiB in sequence, 315 MiB with the limit too; BENCHMARKS.md)."""
     from dlt.destinations.impl.duckdb.configuration import DuckDbCredentials
 
     store = duckdb_store(path)
