@@ -2,7 +2,7 @@
 the hand-configured dlt `rest_api` baseline (`rest_api_baseline.py`).
 
     uv run python bench/scale.py [--scales 1000,10000,100000] [--no-maps] [--window 1] [--unchanged-syncs 2]
-                                 [--baseline/--no-baseline]
+                                 [--baseline/--no-baseline] [--destination ducklake|duckdb]
 
 Per scale, one sandbox with a frozen clock (so the syncs after the first find nothing changed), the
 minimum computed before each sync (`bench_minimum`), and every sync in a fresh child process (same workdir
@@ -23,7 +23,7 @@ from typing import Any
 
 from bench_memory import CHILD_FLAG, Meter, report, run_child
 from bench_minimum import SandboxProbe
-from bench_sync import API_KEY
+from bench_sync import API_KEY, DESTINATIONS
 from bench_table import render
 
 from pipelines.api.ratelimit import BUCKET_LIMITS
@@ -42,6 +42,12 @@ CPU_SHARE_LIMIT = 25.0  # % of the unchanged sync's request-budget time at the r
 def dir_bytes(path: Path) -> int:
     """Bytes of the files under `path` (0 when it does not exist)."""
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def warehouse_bytes(workdir: Path) -> int:
+    """Bytes of the embedded warehouse in `workdir`: the lake's folder (`ducklake`) or the DuckDB file and its
+    write-ahead log (`warehouse.duckdb*`), whichever the destination made."""
+    return dir_bytes(workdir / "ducklake") + sum(p.stat().st_size for p in workdir.glob("warehouse.duckdb*"))
 
 
 def state_sizes(pipeline: Any, store: Any) -> dict[str, int | None]:
@@ -74,10 +80,11 @@ def child_main(spec_json: str) -> None:
         from pipelines.warehouse.destinations import make_pipeline
 
         meter = Meter()
-        figures = sync(spec["base_url"], spec["api_key"], spec["window"], workdir, include_maps=spec["maps"])
+        figures = sync(spec["base_url"], spec["api_key"], spec["window"], workdir, spec["destination"],
+                       include_maps=spec["maps"])
         result = {**meter.figures(), "wall_seconds": figures.wall_seconds, "requests": figures.requests,
                   "rows": sum(figures.rows.values())}
-        target = warehouse_target(workdir)
+        target = warehouse_target(workdir, spec["destination"])
         result.update(state_sizes(make_pipeline(target, workdir / "dlt"), target.store))
     else:
         from bench_sync import warehouse_target
@@ -87,24 +94,24 @@ def child_main(spec_json: str) -> None:
         run = baseline_sync(spec["base_url"], spec["api_key"], workdir, include_maps=spec["maps"])
         result = {**meter.figures(), "wall_seconds": run.wall_seconds, "requests": None,
                   "rows": sum(run.rows.values())}
-        result.update(state_sizes(run.pipeline, warehouse_target(workdir).store))
+        result.update(state_sizes(run.pipeline, warehouse_target(workdir).store))  # the baseline's is a lake
     report(result)
 
 
 def measured_sync(kind: str, base_url: str, workdir: Path, args: argparse.Namespace, probe: SandboxProbe) -> dict:
     """One sync of `kind` in a child process, with the sandbox's counters (reset first) and the disk of the
-    warehouse (`workdir/ducklake`) and of dlt's working folders (`workdir/dlt`) before and after."""
-    before = {"warehouse": dir_bytes(workdir / "ducklake"), "dlt": dir_bytes(workdir / "dlt")}
+    warehouse (`warehouse_bytes`) and of dlt's working folders (`workdir/dlt`) before and after."""
+    before = {"warehouse": warehouse_bytes(workdir), "dlt": dir_bytes(workdir / "dlt")}
     probe.reset()
     spec = {"kind": kind, "base_url": base_url, "api_key": API_KEY, "window": args.window,
-            "workdir": str(workdir), "maps": not args.no_maps}
+            "workdir": str(workdir), "maps": not args.no_maps, "destination": args.destination}
     result = run_child(__file__, spec)
     served = probe.stats()
     result["served"] = sum(sum(v.values()) for v in served["requests_by_key"].values())
     result["429"] = served["rate_limited_total"]
     if result["requests"] is None:  # the baseline's client is dlt's: the sandbox counts what it sent
         result["requests"] = result["served"] + result["429"]
-    result["warehouse_growth"] = dir_bytes(workdir / "ducklake") - before["warehouse"]
+    result["warehouse_growth"] = warehouse_bytes(workdir) - before["warehouse"]
     result["dlt_growth"] = dir_bytes(workdir / "dlt") - before["dlt"]
     return result
 
@@ -212,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", action=argparse.BooleanOptionalAction, default=True,
                         help="also run the hand-configured dlt rest_api baseline")
     parser.add_argument("--seed", type=int, default=7, help="sandbox world seed")
+    parser.add_argument("--destination", choices=DESTINATIONS, default="ducklake",
+                        help="the pipeline's embedded warehouse (the baseline always loads the lake)")
     parser.add_argument(CHILD_FLAG, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
@@ -223,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         scales.append(run_scale(n, args))
         print(f"  {n} shipments done in {scales[-1]['seconds']:.0f} s", file=sys.stderr, flush=True)
     containers = ", ".join(f"{s['shipments']:,} shipments = {s['containers']:,} containers" for s in scales)
-    print(f"\n## Scale: full and unchanged syncs (rate window {args.window:g} s, maps "
+    print(f"\n## Scale: full and unchanged syncs into {args.destination} (rate window {args.window:g} s, maps "
           f"{'off' if args.no_maps else 'on'}; {containers})\n")
     print(scale_table(scales))
     print("\n## Done-when figures (pipeline)\n")

@@ -201,9 +201,18 @@ WEBHOOK_JOURNAL_ENV = setting("OCEAN_TRACKING_WEBHOOK_JOURNAL", "the webhook not
                               default="`<data dir>/webhook_journal.sqlite`")  # fmt: skip
 LAKE_RETENTION_ENV = setting("OCEAN_TRACKING_LAKE_RETENTION_DAYS", "how many days of snapshots (time travel) "
                              "maintenance keeps", default=f"{DEFAULT_LAKE_RETENTION_DAYS:g}")  # fmt: skip
-# DuckDB's memory for the load into the embedded warehouse (unset: DuckDB's own default, 80 % of RAM)
+# The DuckDB file's loader `memory_limit` unless configured. A load into the file keeps every block it writes
+# (each table twice: dlt's staging copy and the merged one) in DuckDB's buffer pool, which only gives them back
+# at its limit, 80 % of RAM: a first load of 10k shipments held 850 MiB, 10x the data 4x the memory. With this
+# limit DuckDB writes them out and evicts them (measured with DuckDB 1.5.5, the load alone: 10k shipments +133
+# MiB, +195 at 128MB, 1k +96 at either; a first sync of 10k shipments 1.34x a 1k one's, 1.49-1.50x at 128MB).
+# The lake writes Parquet files, not blocks of its own, and needs none.
+DUCKDB_FILE_LOADER_MEMORY_LIMIT = "64MB"
+# DuckDB's memory for the load into the embedded warehouse (unset: the lake DuckDB's own, 80 % of RAM; the file
+# the limit above)
 LOADER_MEMORY_LIMIT_ENV = setting("OCEAN_TRACKING_LOADER_MEMORY_LIMIT", "DuckDB's `memory_limit` while a sync "
-                                  "loads (e.g. `2GB`)", default="DuckDB's: 80 % of RAM")  # fmt: skip
+                                  "loads (e.g. `2GB`)", default="the lake: DuckDB's, 80 % of RAM; the DuckDB "
+                                  f"file: {DUCKDB_FILE_LOADER_MEMORY_LIMIT}")  # fmt: skip
 LOCK_TIMEOUT_ENV = setting("OCEAN_TRACKING_LOCK_TIMEOUT_SECONDS", "how long a writer waits for the warehouse's "
                            "or a journal's lock, seconds", default=f"{DEFAULT_LOCK_TIMEOUT_SECONDS:g}")  # fmt: skip
 DUCKLAKE_DIR_NAME = "ducklake"  # catalog.sqlite and files/
@@ -316,12 +325,12 @@ def lake_retention_days() -> float:
     return float(os.environ.get(LAKE_RETENTION_ENV) or DEFAULT_LAKE_RETENTION_DAYS)
 
 
-def loader_memory_limit() -> str | None:
-    """DuckDB's `memory_limit` while a sync loads the embedded warehouse, when set (e.g. `2GB` in a
-    container with little memory); None leaves DuckDB's default. No small default: the lake's merges do
-    not all spill, and at 128 MB a full load of 10k shipments (and of 100k without maps) ran out of
-    memory instead (measured with DuckDB 1.5.5)."""
-    return os.environ.get(LOADER_MEMORY_LIMIT_ENV) or None
+def loader_memory_limit(default: str | None = None) -> str | None:
+    """DuckDB's `memory_limit` while a sync loads the embedded warehouse: the configured one (e.g. `2GB` in
+    a container with little memory), else `default` (None leaves DuckDB's). No small default for the lake:
+    its merges do not all spill, and at 128 MB a full load of 10k shipments (and of 100k without maps) ran
+    out of memory instead (measured with DuckDB 1.5.5)."""
+    return os.environ.get(LOADER_MEMORY_LIMIT_ENV) or default
 
 
 def pipelines_dir(default: Path) -> Path:

@@ -109,21 +109,37 @@ def ducklake_target(store: WarehouseStore | None = None, dataset_name: str = DAT
     credentials = DuckLakeCredentials(
         LAKE_NAME, metadata_schema=store.metadata_schema, catalog=catalog, storage=store.data_path
     )
-    # dlt's loader connections: never download an extension (they are installed from the wheels); row
-    # order is never relied on, and keeping it costs the merges memory; one thread, so one row group is
-    # buffered per data file written (a full 10k-shipment load peaked at 714 MiB with two, 595 MiB with
-    # one, about as fast); a memory limit when configured
-    credentials.global_config = {**OFFLINE_CONFIG, "preserve_insertion_order": False, "threads": 1}
-    if memory_limit := settings.loader_memory_limit():
-        credentials.global_config["memory_limit"] = memory_limit
+    credentials.global_config = loader_config()
     return Target(dlt.destinations.ducklake(credentials=credentials), dataset_name, store=store)
 
 
+def loader_config(default_memory_limit: str | None = None) -> dict[str, Any]:
+    """The DuckDB settings of dlt's loader connections to the embedded warehouse, the lake's and the file's:
+    never download an extension (they are installed from the wheels); row order is never relied on, and
+    keeping it costs the merges memory; one thread, so one row group is buffered per data file written (a
+    full 10k-shipment load into the lake peaked at 714 MiB with two, 595 MiB with one, about as fast); the
+    configured memory limit, else `default_memory_limit` (None: DuckDB's)."""
+    config: dict[str, Any] = {**OFFLINE_CONFIG, "preserve_insertion_order": False, "threads": 1}
+    if memory_limit := settings.loader_memory_limit(default_memory_limit):
+        config["memory_limit"] = memory_limit
+    return config
+
+
 def duckdb_target(path: str | Path | None = None, dataset_name: str = DATASET_NAME) -> Target:
-    """The plain DuckDB file option (its folder is created): one process at a time."""
+    """The plain DuckDB file option (its folder is created): one process at a time.
+
+    Loaded as the lake is: `loader_config`, with the file's own memory limit (`DUCKDB_FILE_LOADER_MEMORY_LIMIT`:
+    the file caches what a load writes up to it), and one table job at a time, as dlt loads the lake, so
+    DuckDB holds the blocks of one table's job, not of every table's at once (a first load of 10k shipments
+    peaked at 865 MiB in parallel, 607 MiB in sequence, 315 MiB with the limit too; BENCHMARKS.md)."""
+    from dlt.destinations.impl.duckdb.configuration import DuckDbCredentials
+
     store = duckdb_store(path)
     store.duckdb_file.parent.mkdir(parents=True, exist_ok=True)
-    return Target(dlt.destinations.duckdb(str(store.duckdb_file)), dataset_name, store=store)
+    credentials = DuckDbCredentials(str(store.duckdb_file))
+    credentials.global_config = loader_config(settings.DUCKDB_FILE_LOADER_MEMORY_LIMIT)
+    destination = dlt.destinations.duckdb(credentials, loader_parallelism_strategy="sequential")
+    return Target(destination, dataset_name, store=store)
 
 
 def lake_target(bucket_url: str | Path | None = None, dataset_name: str = DATASET_NAME) -> Target:
