@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import shutil
 import signal
@@ -114,7 +113,6 @@ BUILD_RECORD = '"{schema}".' + f'"{BUILD_RECORD_TABLE}"'
 LAKE_CHANGES_WITHOUT_DATA = ("merge_adjacent", "compacted_table", "rewrite_delete")
 LAKE_ROW_CHANGES = ("tables_inserted_into", "tables_deleted_from", "inlined_insert", "inlined_delete")
 
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
