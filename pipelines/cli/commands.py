@@ -72,8 +72,8 @@ from pipelines.source.resources import ocean_tracking
 from pipelines.warehouse import WarehouseStore, default_lake_in, ducklake_store, embedded_store
 from pipelines.warehouse.destinations import migrate_duckdb
 from pipelines.warehouse.maintenance import backup_lake, maintain_lake, restore_lake
-from pipelines.warehouse.models import OUTPUT_MODES, print_sql, run_session
 from pipelines.warehouse.retype import apply_retype, plan_retype
+from pipelines.warehouse.session import OUTPUT_MODES, print_sql, run_session
 from pipelines.webhooks import load_webhook_secret
 from pipelines.webhooks.receiver import register_webhook, serve, store_secret
 from pipelines.writeback import (

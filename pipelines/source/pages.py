@@ -1,4 +1,5 @@
-"""What a page of `/shipments` holds, and what a complete listing no longer holds.
+"""What a page of `/shipments` holds, and what a complete listing no longer holds; what a page's rows become
+(a container's charge version, a custom field's value as JSON text, the ids a page names of another table).
 
 A page (`Page`), as the source's transformers see it: which shipment each container and event belongs to,
 and which shipments changed since they were loaded (their "bundle": the shipment, its containers and their
@@ -30,9 +31,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import dlt
+import orjson
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.settings import PAGE_SIZE
+from pipelines.source import TABLES
 from pipelines.source.bookkeeping import FetchLog, digest, loaded_rows
 
 
@@ -162,3 +165,38 @@ def deleted_rows(table: str, listed: Iterable[str], what: str) -> list[dict[str,
     if gone and not believable(gone, held, what):
         return []
     return [{"id": item_id, "deleted": True} for item_id in sorted(gone)]
+
+
+def charge_version(container: dict[str, Any]) -> dict[str, Any]:
+    """A container's `container_charge_history` row: its last free days, availability, and its holds and fees
+    as canonical text (`name:status` and `type amount currency`, sorted, `; `-separated), so only a change of
+    what they say makes a new version."""
+    deadlines = container.get("import_deadlines") or {}
+    holds = sorted(f"{hold.get('name')}:{hold.get('status')}" for hold in container.get("holds_at_pod_terminal") or [])
+    fees = sorted(f"{fee.get('type')} {fee.get('amount')} {fee.get('currency_code')}"
+                  for fee in container.get("fees_at_pod_terminal") or [])  # fmt: skip
+    return {"container_id": container["id"], "pickup_lfd": container.get("pickup_lfd"),
+            "pickup_lfd_terminal": deadlines.get("pickup_lfd_terminal"), "pickup_lfd_line": deadlines.get("pickup_lfd_line"),
+            "pickup_lfd_rail": deadlines.get("pickup_lfd_rail"), "inland_lfd": container.get("ind_facility_lfd_on"),
+            "available_for_pickup": container.get("available_for_pickup"),
+            "holds": "; ".join(holds) or None, "fees": "; ".join(fees) or None}  # fmt: skip
+
+
+def referencing_ids(page: dict[str, list[dict]], table: str) -> set[str]:
+    """Ids of `table` the page's rows name, through the references the registry declares to it."""
+    ids = set()
+    for source in TABLES.values():
+        if source.jsonapi_type is None:
+            continue
+        for reference in source.references:
+            if reference.parent == table and reference.parent_column == "id" and reference.where is None:
+                ids.update(value for row in page.get(source.jsonapi_type, []) if (value := row.get(reference.column)))
+    return ids
+
+
+def value_as_json_text(row: dict[str, Any]) -> dict[str, Any]:
+    """A value is any JSON (string, number, boolean, list, object): it is loaded as its JSON text, one
+    column whatever the type, which the models read back as JSON (`stg_custom_fields`)."""
+    if row.get("value") is not None:
+        row["value"] = orjson.dumps(row["value"]).decode()
+    return row

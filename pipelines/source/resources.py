@@ -39,7 +39,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dlt
-import orjson
 from dlt.common.schema.utils import has_table_seen_data
 from dlt.sources import DltResource, DltSource
 
@@ -55,10 +54,13 @@ from pipelines.source.pages import (
     DEPARTED_TABLE,
     Page,
     changed_bundles,
+    charge_version,
     deleted_rows,
     every_page,
     owners_of,
+    referencing_ids,
     shipment_departures,
+    value_as_json_text,
 )
 
 logger = logging.getLogger(__name__)
@@ -271,7 +273,7 @@ def ocean_tracking(
         that were never fetched, by id (`_FetchedOnce`); which columns name them is the registry's."""
         type_ = TABLES[table].jsonapi_type
         yield list(log.get().changed_rows(type_, _coerce_floats(table, page.rows.get(type_, []))))
-        yield fetched_once.fetch(table, _referencing_ids(page.rows, table))
+        yield fetched_once.fetch(table, referencing_ids(page.rows, table))
 
     @dlt.transformer(data_from=shipment_pages, **resource_hints("terminals"))
     def terminals(page: Page) -> Iterator[Any]:
@@ -390,21 +392,6 @@ def ocean_tracking(
     )
 
 
-def charge_version(container: dict[str, Any]) -> dict[str, Any]:
-    """A container's `container_charge_history` row: its last free days, availability, and its holds and fees
-    as canonical text (`name:status` and `type amount currency`, sorted, `; `-separated), so only a change of
-    what they say makes a new version."""
-    deadlines = container.get("import_deadlines") or {}
-    holds = sorted(f"{hold.get('name')}:{hold.get('status')}" for hold in container.get("holds_at_pod_terminal") or [])
-    fees = sorted(f"{fee.get('type')} {fee.get('amount')} {fee.get('currency_code')}"
-                  for fee in container.get("fees_at_pod_terminal") or [])  # fmt: skip
-    return {"container_id": container["id"], "pickup_lfd": container.get("pickup_lfd"),
-            "pickup_lfd_terminal": deadlines.get("pickup_lfd_terminal"), "pickup_lfd_line": deadlines.get("pickup_lfd_line"),
-            "pickup_lfd_rail": deadlines.get("pickup_lfd_rail"), "inland_lfd": container.get("ind_facility_lfd_on"),
-            "available_for_pickup": container.get("available_for_pickup"),
-            "holds": "; ".join(holds) or None, "fees": "; ".join(fees) or None}  # fmt: skip
-
-
 def history_without_scd2(source: DltSource) -> None:
     """Keep the history tables (the registry's SCD2 tables) on destinations without dlt's `scd2` (Delta
     lakes): insert each distinct version once, keyed by a hash of its values, stamped with when it was first
@@ -426,18 +413,6 @@ def _stamp_version(row: dict[str, Any]) -> dict[str, Any]:
     values = "|".join(f"{name}={value}" for name, value in sorted(row.items()))
     digest = hashlib.sha256(values.encode()).hexdigest()[:32]
     return {**row, "version_id": digest, "first_seen_at": datetime.now(UTC)}
-
-
-def _referencing_ids(page: dict[str, list[dict]], table: str) -> set[str]:
-    """Ids of `table` the page's rows name, through the references the registry declares to it."""
-    ids = set()
-    for source in TABLES.values():
-        if source.jsonapi_type is None:
-            continue
-        for reference in source.references:
-            if reference.parent == table and reference.parent_column == "id" and reference.where is None:
-                ids.update(value for row in page.get(source.jsonapi_type, []) if (value := row.get(reference.column)))
-    return ids
 
 
 class _FetchedOnce:
@@ -593,7 +568,7 @@ def custom_field_resources(client: OceanTrackingClient, books: Bookkeeping) -> l
         if documents is None:
             return None
         rows = [row for document in documents for row in rows_by_type(document).get(TABLES[table].jsonapi_type, [])]
-        return [_value_as_json_text(row) for row in rows] if table == "custom_fields" else rows
+        return [value_as_json_text(row) for row in rows] if table == "custom_fields" else rows
 
     def load(table: str) -> Iterator[Any]:
         state = dlt.current.resource_state()
@@ -620,11 +595,3 @@ def custom_field_resources(client: OceanTrackingClient, books: Bookkeeping) -> l
         yield from books.around("custom_fields", load("custom_fields"))
 
     return [custom_field_definitions, custom_fields]
-
-
-def _value_as_json_text(row: dict[str, Any]) -> dict[str, Any]:
-    """A value is any JSON (string, number, boolean, list, object): it is loaded as its JSON text, one
-    column whatever the type, which the models read back as JSON (`stg_custom_fields`)."""
-    if row.get("value") is not None:
-        row["value"] = orjson.dumps(row["value"]).decode()
-    return row
