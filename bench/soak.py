@@ -122,6 +122,7 @@ class SoakConfig:
     hung_hour: int | None = HUNG_HOUR  # on the middle day only
     grace: timedelta = timedelta(seconds=30)  # cleanup's grace, real seconds: longer than any analyst query
     quiet: bool = False
+    app_url: str | None = None  # the web app's URL the deep links use; a lake carried on from keeps its build's
 
     @property
     def root_url(self) -> str:
@@ -255,6 +256,8 @@ def cli_env(config: SoakConfig, data_dir: Path, dlt_dir: Path) -> dict[str, str]
         "OCEAN_TRACKING_DATA_DIR": str(data_dir), "OCEAN_TRACKING_PIPELINES_DIR": str(dlt_dir),
         "DLT_DATA_DIR": str(dlt_dir / "home"), "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
     })  # fmt: skip
+    if config.app_url is not None:  # another URL than the one the models were built with would rebuild them all
+        env[f"{prefix}APP_URL"] = config.app_url
     return env
 
 

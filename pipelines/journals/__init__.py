@@ -19,7 +19,9 @@ are SQLAlchemy Core, compiled for either database; `JournalDatabase` holds what 
   session advisory lock on PostgreSQL, both released when the holder dies and naming it to whoever waits.
   Every wait is bounded by the lock timeout (a held SQLite write lock, a PostgreSQL row's `lock_timeout`); a
   PostgreSQL session stalled inside a transaction ends after 60 s.
-- **Created once, however many hosts start at once**: concurrent `CREATE ... IF NOT EXISTS` is not safe in
+- **Created once, however many processes start at once**: a new SQLite file is made WAL and given its tables
+  under the lock file `<journal>.create.lock` (switching a file to WAL answers "database is locked" at once,
+  without waiting, to a second process doing the same). Concurrent `CREATE ... IF NOT EXISTS` is not safe in
   PostgreSQL (both see the schema missing, one fails on a catalog index), so the DDL runs under a session
   advisory lock keyed by the journal (never the password), only when `to_regclass` misses a table or index (a
   role without CREATE uses the tables made for it), in a transaction begun once the lock is held (one begun
@@ -78,6 +80,7 @@ CONNECT_TIMEOUT_SECONDS = 10
 IDLE_IN_TRANSACTION_SECONDS = 60
 BATCH_ROWS = 200  # rows of parameters per PostgreSQL round trip when one statement runs for many rows
 DDL_PURPOSE = "journal schema"  # the advisory lock the creation of a journal's schema and tables takes
+CREATION_PURPOSE = "create"  # the lock file a SQLite journal is created (made WAL) under, one process at a time
 # An identity column on PostgreSQL; SQLite's rowid alias must be spelled INTEGER for AUTOINCREMENT to apply.
 ROW_ID = BigInteger().with_variant(Integer, "sqlite")
 
@@ -213,7 +216,8 @@ class JournalDatabase:
         with self._one_line(if_lost):
             if self.url is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                with self.transaction() as connection:
+                with self.exclusive(CREATION_PURPOSE, f"the creation lock of the {self.what} {self.path}"), \
+                        self.transaction() as connection:
                     for statement in ddl:
                         connection.execute(statement)
                 return

@@ -11,7 +11,9 @@ import pytest
 from assets.checks import CATALOG, ingest_checks
 from assets.ingest import INGEST_KEYS, asset_key, ocean_tracking_assets
 from pipelines import compat
+from pipelines.settings import DATASET_NAME
 from tests.support.dagster import sandbox_resources
+from tests.support.lakes import lake_in, tables_and_rows
 from tests.support.sandboxes import FULL_KEY
 
 
@@ -33,7 +35,7 @@ def _spent(result: dg.ExecuteInProcessResult, instance: dg.DagsterInstance) -> i
 
 @pytest.fixture(scope="module")
 def two_runs(sandbox, tmp_path_factory):
-    """The whole ingest graph and all its checks, materialized twice into one warehouse."""
+    """The whole ingest graph and all its checks, materialized twice into one warehouse (its lake last)."""
     workdir = tmp_path_factory.mktemp("ingest")
     resources = sandbox_resources(sandbox, workdir)
     with dg.instance_for_test() as instance:
@@ -45,12 +47,12 @@ def two_runs(sandbox, tmp_path_factory):
             dg.EventRecordsFilter(event_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
         )
         stored = json.dumps([str(r.event_log_entry) for r in records])
-        yield runs, stored, instance
+        yield runs, stored, instance, lake_in(workdir / "data")
 
 
 @pytest.mark.slow
 def test_whole_graph_materializes_twice_and_every_check_passes(two_runs):
-    runs, _, _ = two_runs
+    runs, _, _, _ = two_runs
     for run in runs:
         assert run.success
         assert {e.asset_key for e in run.get_asset_materialization_events()} == set(INGEST_KEYS)
@@ -61,8 +63,15 @@ def test_whole_graph_materializes_twice_and_every_check_passes(two_runs):
 
 
 @pytest.mark.slow
+def test_the_ingest_assets_load_the_tables_and_rows_the_sync_loads(two_runs, synced):
+    """One load path: Dagster's ingest leaves what `sync_account` leaves (the CLI's, in tests/e2e/test_extraction)."""
+    *_, lake = two_runs
+    assert tables_and_rows(lake, DATASET_NAME) == tables_and_rows(synced.store, DATASET_NAME)
+
+
+@pytest.mark.slow
 def test_runs_report_the_api_spend_once_but_never_the_key(two_runs):
-    runs, stored, instance = two_runs
+    runs, stored, instance, _ = two_runs
     first, second = runs
     spend = _spend_tags(first, instance)
     assert set(spend) == {"api_requests", "api_responses_429", "api_retries", "api_limiter_wait_seconds"}
@@ -79,7 +88,7 @@ def test_runs_report_the_api_spend_once_but_never_the_key(two_runs):
 
 @pytest.mark.slow
 def test_every_table_reports_its_rows_and_when_its_data_last_changed(two_runs):
-    runs, _, _ = two_runs
+    runs, _, _, _ = two_runs
     first, second = ({e.asset_key: e.materialization.metadata for e in run.get_asset_materialization_events()} for run in runs)
     for key, metadata in second.items():
         if "dagster/last_updated_timestamp" not in metadata:
@@ -102,7 +111,7 @@ def test_every_table_reports_its_rows_and_when_its_data_last_changed(two_runs):
 
 @pytest.mark.slow
 def test_rows_and_geometry_view_are_in_the_warehouse(two_runs):
-    runs, _, _ = two_runs
+    runs, _, _, _ = two_runs
     by_key = {
         e.asset_key: e.materialization.metadata for e in runs[0].get_asset_materialization_events()
     }

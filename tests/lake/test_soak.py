@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from tests.support import REPO
+from tests.support.dagster import APP_URL
 from tests.support.lakes import copy_lake
 from tests.support.sandboxes import FULL_KEY, SANDBOX_START, advance_clock
 
@@ -31,7 +32,7 @@ def test_a_short_soak_meets_its_verdicts(soak, own_sandbox, built, tmp_path):
     config = soak.SoakConfig(
         own_sandbox.base_url, FULL_KEY, tmp_path, days=1, hours_per_day=2, start=SANDBOX_START + timedelta(hours=1),
         retention_days=0.5 / 24, window=0.05, kill_hour=0, writeback_hour=None, maintenance_hour=1, burst_hours=(1,),
-        hung_hour=None, quiet=True,
+        hung_hour=None, quiet=True, app_url=APP_URL,
     )  # fmt: skip
 
     result = soak.run_soak(config)

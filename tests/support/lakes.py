@@ -10,7 +10,7 @@ from contextlib import closing
 from pathlib import Path
 
 from pipelines.settings import DUCKLAKE_DIR_NAME
-from pipelines.warehouse import WarehouseStore, default_lake_in
+from pipelines.warehouse import WarehouseStore, default_lake_in, table_row_counts
 from pipelines.warehouse.maintenance import point_catalog_at
 
 # Files a reader may create or touch beside a catalog without changing the lake: SQLite's WAL and shared
@@ -53,3 +53,9 @@ def fingerprint(folder: Path) -> dict[str, str]:
         for path in sorted(folder.rglob("*"))
         if path.is_file() and not path.name.endswith(_NOT_CONTENT)
     }
+
+
+def tables_and_rows(store: WarehouseStore, *schemas: str) -> dict[str, int]:
+    """{"schema.table": rows} of every table and view in `schemas`: what two load paths are held equal by."""
+    return {f"{schema}.{table}": rows for schema in schemas
+            for table, rows in table_row_counts(store, schema, views=True).items()}

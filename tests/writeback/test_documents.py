@@ -512,8 +512,7 @@ def _service_documents(server) -> list[dict]:
     return body["data"]
 
 
-@pytest.mark.slow
-@pytest.mark.serial(reason="kills land at moments measured in wall time; a loaded machine would move them")
+@pytest.mark.slow  # beside other tests: kill moments count from the first request the service sees
 def test_killed_twenty_times_then_completed_uploads_each_file_once(make_sandbox, tmp_path):
     server = make_sandbox(limits=GENEROUS_LIMITS, start=SANDBOX_START, speed=1.0)  # a moving clock
     relay = SlowRelay(server.port, HOLD)

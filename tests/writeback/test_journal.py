@@ -6,6 +6,9 @@ a role without CREATE using the tables made for it, the password in no repr, err
 from __future__ import annotations
 
 import csv
+import multiprocessing
+import multiprocessing.synchronize
+import os
 import subprocess
 import sys
 import traceback
@@ -128,6 +131,38 @@ def test_several_hosts_creating_the_journals_at_once_all_succeed(postgres_databa
                                    (POSTGRES_SCHEMA,)) == [("audit_log",), ("document_uploads",),
                                                            ("tracking_request_outcomes",)]  # fmt: skip
     assert postgres_database.query(f"select count(*) from {POSTGRES_SCHEMA}.audit_log") == [(starters // 2,)]
+
+
+def _open_new_journals_together(directory: Path, rounds: int, together: multiprocessing.synchronize.Barrier,
+                                failures: multiprocessing.Queue) -> None:
+    """One process's part: open each round's new journal file at the instant the others do, and write a row."""
+    for attempt in range(rounds):
+        together.wait(timeout=60)
+        try:
+            store = WritebackStore(directory / f"journal-{attempt}.sqlite")
+            store.audit("start", f"process:{os.getpid()}", "ok")
+            store.close()
+        except Exception as error:  # sent to the test, which asserts there is none
+            failures.put(f"{type(error).__name__}: {error}")
+
+
+def test_processes_opening_one_new_journal_file_at_once_all_succeed(tmp_path: Path):
+    """Making a new SQLite file WAL answers "database is locked" at once, without waiting, to a second process
+    doing the same: two batches started together used to fail one of them on the journal they both created."""
+    processes, rounds = 3, 6
+    context = multiprocessing.get_context("fork")  # forked from this one: no second import of the pipelines
+    together, failures = context.Barrier(processes), context.Queue()
+    workers = [context.Process(target=_open_new_journals_together, args=(tmp_path, rounds, together, failures))
+               for _ in range(processes)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert [worker.exitcode for worker in workers] == [0] * processes
+    assert [failures.get() for _ in range(failures.qsize())] == []
+    for attempt in range(rounds):
+        assert WritebackStore(tmp_path / f"journal-{attempt}.sqlite").rows("select count(*) from audit_log") == [
+            (processes,)]
 
 
 def test_the_password_is_in_no_repr_or_error(postgres_server, postgres_database, caplog):

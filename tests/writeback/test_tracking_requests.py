@@ -188,8 +188,7 @@ def _batch(path: Path) -> list[str]:
     return numbers
 
 
-@pytest.mark.slow
-@pytest.mark.serial(reason="kills land at moments measured in wall time; a loaded machine would move them")
+@pytest.mark.slow  # beside other tests: kill moments count from the first request the service sees
 def test_killed_twenty_times_then_completed_creates_each_row_once(make_sandbox, tmp_path):
     # 40 ms of latency on every request, so a kill lands anywhere in the batch, not only at start-up
     server = make_sandbox(limits=GENEROUS_LIMITS, start=SANDBOX_START, speed=0.0)
