@@ -25,7 +25,8 @@ Client time settings (timeouts, backoff, deadline) are multiplied by `--time-sca
 so a hung hour costs seconds; the rate window is `--window` seconds. Per simulated day it prints the lake's
 disk (data files + catalog, `ducklake/`), the catalog's size and rows, live snapshots, snapshots expired,
 peak RSS of the syncs, analyst queries and errors, and the day's wall time. After the last hour (the clock
-left where it is), a fresh full sync of the same world at the same instant into a new lake, and every raw
+left where it is), a fresh full sync of the same world at the same instant into a new lake (its models built
+whole by `dbt build` without dbt's tests: a reference; the soaked lake's builds ran them), and every raw
 table and mart compared: rows in one and not the other (EXCEPT ALL, both ways), dlt's own columns (`_dlt_*`: load and row ids,
 a history row's `_dlt_valid_from`, nested rows' parent ids) left out, history tables by their current rows
 (`_dlt_valid_to is null`). Listed apart from the verdict: the marts built on the history tables (dbt manifest
@@ -437,6 +438,18 @@ def compared_relations(con: Any) -> list[tuple[str, str]]:
     ).fetchall()
 
 
+def build_reference_models(fresh: Any, app_url: str | None) -> None:
+    """Every model and seed of the fresh lake, built whole, for the comparison: `dbt build` without dbt's tests
+    (a reference, not a lake anyone reads; the soaked lake's builds ran them), a third less time. `app_url`:
+    the soaked syncs' (None: the default a sync takes)."""
+    from pipelines.api.config import DEFAULT_APP_URL
+    from pipelines.warehouse.models import dbt_args, dbt_target, dbt_vars, run_dbt
+
+    variables = dbt_vars(fresh, app_url=app_url or DEFAULT_APP_URL)
+    arguments = dbt_args("build", target=dbt_target(fresh), variables=variables)
+    run_dbt([*arguments, "--exclude", "resource_type:test"])
+
+
 def compare_lakes(soaked: Any, fresh: Any) -> Comparison:
     """Every raw table and mart of `soaked` against `fresh`: rows in one and not the other (EXCEPT ALL both
     ways; -1: the relation is in one lake only or its columns differ), `_dlt_*` columns left out, history
@@ -632,9 +645,10 @@ def run_soak(config: SoakConfig) -> SoakResult:
             analyst.stop()
             result.analyst_errors = [line["error"] for line in analyst.lines if "error" in line]
     fresh_data, fresh_dlt = config.workdir / "fresh" / "data", config.workdir / "fresh" / "dlt"
-    ok, _, detail = run_cli(sync, cli_env(config, fresh_data, fresh_dlt))
+    ok, _, detail = run_cli([*sync, "--no-models"], cli_env(config, fresh_data, fresh_dlt))
     if not ok:
         raise RuntimeError(f"the fresh sync failed: {detail}")
+    build_reference_models(default_lake_in(fresh_data), config.app_url)
     result.comparison = compare_lakes(store, default_lake_in(fresh_data))
     result.seconds = time.monotonic() - started
     return result
