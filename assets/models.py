@@ -228,26 +228,25 @@ def analytics_models(
     variables = dbt_vars(store, app_url=ocean_tracking_api.setting("app_url", account),
                          raw_schema=warehouse.dataset_name, analytics_schema=warehouse.analytics_schema)
     message = f"dagster run {context.run_id}: dbt build"
-    # every model selected (a full sync, the automation after any ingest): what changed decides what is built
+    # every model selected (a full sync, the automation after any ingest): what changed since the last complete
+    # build decides what is built (`plan_build`); a subset picked in Dagster is built as picked
     whole = context.assets_def.keys_by_output_name == context.assets_def.node_keys_by_output_name
     with store.writing():
-        # every model selected: what changed since the last complete build decides (`plan_build`); a subset
-        # picked in Dagster is built as picked
-        plan = plan_build(store, variables, raw_schema=warehouse.dataset_name, analytics_schema=warehouse.analytics_schema)
+        plan = None
         if whole:
+            plan = plan_build(store, variables, raw_schema=warehouse.dataset_name,
+                              analytics_schema=warehouse.analytics_schema)  # fmt: skip
             context.log.info(f"Models: {plan.reason}.")
             if plan.skip:
                 return
-        variables = {**variables, "commit_message": message}
-        if whole:
             selection, variables = plan.dbt_arguments(variables)
         # dagster-dbt's choice for this subset (`empty` when the checks are chosen one by one), else `buildable`:
         # the tests of the selected models, those against their sources included (cautious would drop a test
         # reading a source), and none of an unselected model (eager would run deep_links' on stg_shipments)
-        args = [*dbt_args("build", target=dbt_target(store), variables=variables), *selection,
-                "--indirect-selection", indirect or "buildable"]  # fmt: skip
+        args = [*dbt_args("build", target=dbt_target(store), variables={**variables, "commit_message": message}),
+                *selection, "--indirect-selection", indirect or "buildable"]  # fmt: skip
         outcome = invoke_dbt(args)
-        if outcome.success and whole:
+        if outcome.success and plan is not None:
             record_build(store, plan, analytics_schema=warehouse.analytics_schema, message=message)
     events = list(dbt_events(context, outcome))
     yield from _with_table_metadata(context, events, warehouse)

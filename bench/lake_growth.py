@@ -8,13 +8,15 @@ the first sync, unchanged syncs (the sandbox's clock frozen), then syncs after t
 Per sync: the lake's bytes on disk (data files and catalog) and what the sync added, the snapshots it
 committed (and how many of them carry a commit message), the share of shipments it changed (rows of
 `shipments` with the sync's load id), its wall time, and what the models step decided (the CLI's `Models:`
-line). Prints one table and the issue's done-when figures; asserts nothing.
+line). Then every model that is a view, read whole after the last sync. Prints the tables and the issue's
+done-when figures; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +36,7 @@ START = "2026-11-01T00:00:00+00:00"
 UNCHANGED_GROWTH_LIMIT_BYTES = 1_000_000
 UNCHANGED_SNAPSHOTS_LIMIT = 10
 CHANGED_GROWTH_LIMIT_SHARE = 0.03  # of the lake's size, for a sync that changed about 1 % of the shipments
+VIEW_READ_LIMIT_MS = 1000  # a model made a view must not cost an analyst more than a second at 10k shipments
 
 
 def dir_bytes(path: Path) -> int:
@@ -65,6 +68,24 @@ def files_added_since(data_dir: Path, snapshot: int) -> dict[str, int]:
                            select table_id, file_size_bytes, begin_snapshot from {catalog}.ducklake_delete_file)
             select schema_name, sum(file_size_bytes)::bigint from files join tables using (table_id)
             join schemas using (schema_id) where begin_snapshot > ? group by 1 order by 2 desc""", [snapshot]).fetchall())
+
+
+def view_read_ms(data_dir: Path, reads: int = 3) -> list[tuple[str, float, int]]:
+    """Every model that is a view, read whole (`select *` to Arrow) as an analyst's session reads it: (view,
+    median ms of `reads`, rows), slowest first. A view costs its query at every read: the issue's bound is a
+    second at 10k shipments."""
+    with default_lake_in(data_dir).connect(read_only=True) as con:
+        views = con.execute("select schema_name, view_name from duckdb_views() where database_name = ? and "
+                            "schema_name in ('analytics', '_analytics_staging')", [LAKE_NAME]).fetchall()  # fmt: skip
+        timed = []
+        for schema, view in views:
+            seconds, rows = [], 0
+            for _ in range(reads):
+                began = time.perf_counter()
+                rows = con.execute(f'select * from "{schema}"."{view}"').fetch_arrow_table().num_rows
+                seconds.append(time.perf_counter() - began)
+            timed.append((f"{schema}.{view}", round(1000 * statistics.median(seconds), 1), rows))
+    return sorted(timed, key=lambda row: -row[1])
 
 
 def commits_since(data_dir: Path, snapshot: int) -> tuple[int, int]:
@@ -133,10 +154,15 @@ def main(argv: list[str] | None = None) -> int:
                                f"{100 * growth / before['bytes']:.2f}%", f"<= {100 * CHANGED_GROWTH_LIMIT_SHARE:g}%"])
             print(f"  {kind}: +{growth:,} B, {snapshots} snapshots, {seconds:.1f} s ({models})", file=sys.stderr, flush=True)
             before = after
+        views = view_read_ms(workdir / "data")
     print(f"\n## Lake growth per sync, models on ({args.shipments:,} shipments, maps {'off' if args.no_maps else 'on'}, "
           f"changed syncs after {args.changed_minutes:g} simulated minutes)\n")
     print(render(["sync", "shipments changed", "lake B", "growth B", "growth %", "catalog B", "snapshots",
                   "named", "wall s", "files added by schema (B)", "models"], rows))  # fmt: skip
+    print("\n## The models that are views, read whole after the last sync (median of 3)\n")
+    print(render(["view", "ms", "rows"], views))
+    slowest = views[0] if views else ("-", 0.0, 0)
+    checks.append([f"slowest view read ({slowest[0]}), ms", slowest[1], f"<= {VIEW_READ_LIMIT_MS:,}"])
     print("\n## Done-when figures\n")
     print(render(["figure", "value", "limit"], checks))
     return 0

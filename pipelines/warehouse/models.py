@@ -1,6 +1,6 @@
-# longer than 500 lines because dbt-duckdb loads the Plugin from this module by name (profiles.yml), and the runner, its build plan and the Plugin are one room (the analysts' session is pipelines.warehouse.session)
-"""The analytics models (the dbt project under `sql/`: dbt-core + dbt-duckdb; dbt-postgres for PostgreSQL), the
-dbt-duckdb plugin that builds them offline, and the analysts' session that queries them (`lake session`).
+# longer than 500 lines because the runner, its build plan and the record of builds are one room (the dbt-duckdb plugin is pipelines.warehouse.dbt_plugin, the analysts' session pipelines.warehouse.session)
+"""The analytics models (the dbt project under `sql/`: dbt-core + dbt-duckdb; dbt-postgres for PostgreSQL): the
+runner that builds them (`build_models`, `plan_build`) and what the Dagster assets share with it.
 
 One source of truth, many engines: the models (`sql/models/marts`, one table or view `analytics.<model>`
 each, what analysts query; `sql/models/staging`, the typed copies of the raw tables the marts are built
@@ -13,19 +13,8 @@ models beside the marts, a renamed mart, dlt's staging under its old name) is dr
 Dagster assets (`assets/models.py`, dagster-dbt) run the same `dbt build` with the same target and vars
 (`dbt_target`, `dbt_vars`): one runner. Both hold the warehouse's writer lock around the build.
 
-The dbt-duckdb plugin of `sql/profiles.yml` (`Plugin`): DuckDB extensions offline, and the DuckLake attached.
-
-dbt-duckdb's own `extensions:` setting runs `INSTALL <name>` (a download), which production hosts behind
-firewalls and CI cannot do; its `attach:` setting cannot express the lake's catalog options. dbt-duckdb
-calls a plugin's `configure_connection` on the connection it opens, before its own `attach:` entries, so
-this plugin installs the bundled binaries (`install_bundled_extensions`), loads spatial, and,
-on the `ducklake` target, attaches the lake with the same ATTACH statement every other writer uses
-(`WarehouseStore.attach_sql`). The profile's `attach:` entry only tells dbt-duckdb the lake's name.
-
-Plugin config (from the profile): `lake_catalog` and `lake_data_path` (empty: the configured or default
-lake, as `ducklake_store` resolves it); without `lake_catalog` in the config the plugin attaches nothing
-(the `duckdb` target, a plain file). A lake whose files are in object storage gets the same S3 secret
-dlt's loader creates (`create_storage_secret`), from the same dlt configuration keys.
+The dbt-duckdb plugin of `sql/profiles.yml` (DuckDB extensions offline, the DuckLake attached) is
+`pipelines.warehouse.dbt_plugin`, apart so that importing this runner never imports dbt.
 
 The analysts' session that queries them (`lake session`) is `pipelines.warehouse.session`.
 """
@@ -44,24 +33,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-from dbt.adapters.duckdb.plugins import BasePlugin
 
 from pipelines.errors import ModelBuildError
 from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME, INTERNAL_STAGING_LAYOUT, LAKE_NAME, SOURCE_NAME
 from pipelines.warehouse import (
     WarehouseStore,
     commit_message,
-    create_storage_secret,
     current_snapshot,
-    ducklake_store,
-    is_remote,
     table_exists,
-)
-from pipelines.warehouse.connections import (
-    OFFLINE_CONFIG,
-    in_memory_config,
-    install_bundled_extensions,
-    load_spatial,
 )
 
 if TYPE_CHECKING:  # the Dagster definitions import this module, and must not import dlt
@@ -466,12 +445,12 @@ def build_models(store: WarehouseStore, *, app_url: str, select: list[str] | Non
         plan = None if select else plan_build(store, variables, raw_schema=raw_schema, analytics_schema=analytics_schema)
         reason = plan.reason if plan else f"selected: {' '.join(select or [])}"
         message = f"{sync_name or 'models'}: dbt build ({reason})"
-        if plan is None:
-            run_dbt(dbt_args("build", target=dbt_target(store), variables={**variables, "commit_message": message},
-                             select=select))  # fmt: skip
-        elif not plan.skip:
-            arguments, planned = plan.dbt_arguments({**variables, "commit_message": message})
-            run_dbt([*dbt_args("build", target=dbt_target(store), variables=planned), *arguments])
+        selection = ["--select", *select] if select else []
+        if plan is not None:
+            selection, variables = plan.dbt_arguments(variables)
+        if plan is None or not plan.skip:
+            run_dbt([*dbt_args("build", target=dbt_target(store), variables={**variables, "commit_message": message}),
+                     *selection])  # fmt: skip
         if plan is not None and not plan.skip:
             record_build(store, plan, analytics_schema=analytics_schema, message=message)
     with store.connect(read_only=True) as con:
@@ -509,33 +488,3 @@ def preview_markdown(con: Any, table: str, limit: int = PREVIEW_ROWS) -> str:
     lines = ["| " + " | ".join(_cell(name) for name in names) + " |", "|" + "---|" * len(names)]
     lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-class Plugin(BasePlugin):
-    """Offline extensions for every DuckDB target, plus the lake's ATTACH on the `ducklake` target."""
-
-    def initialize(self, plugin_config: dict[str, Any]) -> None:
-        """Remember whether this target is the lake, and which one (empty values: the configured lake)."""
-        self.attach_lake = "lake_catalog" in plugin_config
-        self.lake_catalog = plugin_config.get("lake_catalog") or None
-        self.lake_data_path = plugin_config.get("lake_data_path") or None
-
-    def update_connection_config(self, creds: Any, config: dict[str, Any]) -> None:
-        """Never let DuckDB download an extension (a missing one is a clear error instead), and write the
-        way dlt's load connections do: the lake's Parquet row-group cap (`LAKE_WRITE_OPTIONS`, kept in its
-        catalog) needs `preserve_insertion_order` off. The lake's target is an in-memory database: it spills into a
-        folder of its own (`in_memory_config`)."""
-        config.update(in_memory_config() if creds.path == ":memory:" else OFFLINE_CONFIG)
-        config["preserve_insertion_order"] = False
-
-    def configure_connection(self, conn: duckdb.DuckDBPyConnection) -> None:
-        """Install the bundled extension binaries, load spatial, and attach the lake when this is its target."""
-        install_bundled_extensions(conn)
-        load_spatial(conn)
-        if self.attach_lake:
-            store = ducklake_store(self.lake_catalog, self.lake_data_path)
-            store.create_folders()
-            if is_remote(store.data_path):  # the lake's files in object storage: the secret dlt's loader uses
-                create_storage_secret(conn, store.data_path)
-            conn.execute(store.attach_sql(read_only=False))
-            conn.execute(f"use {LAKE_NAME}")

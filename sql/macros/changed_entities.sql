@@ -61,7 +61,7 @@ runner pass `--full-refresh` instead, which builds the table afresh with its new
 
 
 {% macro replace_changed_entities(column, entity) -%}
-    {%- if is_incremental() and changes_only() -%}
+    {%- if changes_only() -%}
         delete from {{ this }} where {{ column }} in ({{ changed_entity_ids(entity) }})
             or {{ column }} not in (select id from {{ source('ocean_tracking', entity ~ 's') }})
     {%- elif is_incremental() -%}

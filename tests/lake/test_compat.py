@@ -82,7 +82,7 @@ def test_in_memory_duckdbs_spilling_at_once_each_spill_into_a_folder_of_their_ow
 def test_the_models_in_memory_database_spills_into_a_folder_of_its_own_and_a_file_beside_itself():
     from types import SimpleNamespace
 
-    from pipelines.warehouse.models import Plugin
+    from pipelines.warehouse.dbt_plugin import Plugin
 
     plugin = Plugin("offline", {})
     in_memory, in_a_file = {}, {}

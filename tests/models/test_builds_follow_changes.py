@@ -7,11 +7,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from pipelines.settings import LAKE_NAME
 from pipelines.sync import sync_account
+from pipelines.warehouse import WarehouseStore
 from pipelines.warehouse.destinations import ducklake_target
 from pipelines.warehouse.models import (
     LakeChanges,
@@ -123,25 +123,30 @@ def test_another_app_url_release_or_layout_builds_every_model(built_copy):
     assert widened.select is None and widened.reason == "the layout of containers changed: every model"
 
 
-def test_every_kind_of_row_change_counts_and_compaction_does_not(tmp_path):
-    con = duckdb.connect()
-    con.execute(f"load ducklake; attach 'ducklake:sqlite:{tmp_path}/c.sqlite' as {LAKE_NAME} "
-                f"(data_path '{tmp_path}/files/', data_inlining_row_limit 0); use {LAKE_NAME}")  # fmt: skip
-    con.execute("create schema raw; create table raw.kept as select range as id from range(10)")
-    con.execute("create table raw.deleted_from as select range as id from range(10)")
-    con.execute("create table raw.updated as select range as id from range(10)")
-    start = con.execute(f"select max(snapshot_id) from {LAKE_NAME}.snapshots()").fetchone()[0]
+@pytest.mark.parametrize("catalog", ["sqlite", "postgresql"])
+def test_every_kind_of_row_change_counts_and_compaction_does_not(catalog, request, tmp_path):
+    url = f"sqlite:///{tmp_path}/c.sqlite" if catalog == "sqlite" else request.getfixturevalue("postgres_database").dsn
+    store = WarehouseStore(catalog=url, data_path=str(tmp_path / "files"))
+    tables = store.metadata_schema if store.catalog_on_postgres else "main"  # where the catalog's tables are
+    with store.connect() as con:
+        con.execute(f"call {LAKE_NAME}.set_option('data_inlining_row_limit', 0)")  # files, as dlt's loads write
+        con.execute("create schema raw; create table raw.kept as select range as id from range(10)")
+        con.execute("create table raw.deleted_from as select range as id from range(10)")
+        con.execute("create table raw.updated as select range as id from range(10)")
+        start = con.execute(f"select max(snapshot_id) from {LAKE_NAME}.snapshots()").fetchone()[0]
 
-    con.execute("delete from raw.deleted_from where id < 3")
-    con.execute("update raw.updated set id = id + 100 where id = 5")
-    con.execute("create table raw.created as select 1 as id")
-    con.execute("alter table raw.kept add column note varchar")
-    changes = tables_changed_since(con, start, "raw")
-    assert changes.rows == {"deleted_from", "updated", "created"} and changes.layout == {"created", "kept"}
-    after_changes = con.execute(f"select max(snapshot_id) from {LAKE_NAME}.snapshots()").fetchone()[0]
+        con.execute("delete from raw.deleted_from where id < 3")
+        con.execute("update raw.updated set id = id + 100 where id = 5")
+        con.execute("create table raw.created as select 1 as id")
+        con.execute("alter table raw.kept add column note varchar")
+        changes = tables_changed_since(con, start, "raw", metadata_schema=tables)
+        assert changes.rows == {"deleted_from", "updated", "created"} and changes.layout == {"created", "kept"}
+        after_changes = con.execute(f"select max(snapshot_id) from {LAKE_NAME}.snapshots()").fetchone()[0]
 
-    con.execute(f"call ducklake_rewrite_data_files('{LAKE_NAME}', delete_threshold => 0)")
-    assert tables_changed_since(con, after_changes, "raw") == LakeChanges(frozenset(), frozenset())
+        con.execute(f"call ducklake_rewrite_data_files('{LAKE_NAME}', delete_threshold => 0)")
+        assert tables_changed_since(con, after_changes, "raw", metadata_schema=tables) == LakeChanges(
+            frozenset(), frozenset())
 
-    con.execute(f"call ducklake_expire_snapshots('{LAKE_NAME}', older_than => now())")
-    assert tables_changed_since(con, start, "raw") is None, "changes since an expired snapshot are unknown"
+        con.execute(f"call ducklake_expire_snapshots('{LAKE_NAME}', older_than => now())")
+        assert tables_changed_since(con, start, "raw", metadata_schema=tables) is None, (
+            "changes since an expired snapshot are unknown")
