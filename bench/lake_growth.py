@@ -3,7 +3,7 @@ the first sync, unchanged syncs (the sandbox's clock frozen), then syncs after t
 (a small share of the shipments changed).
 
     uv run python bench/lake_growth.py [--shipments 10000] [--unchanged-syncs 2] [--changed-minutes 3]
-                                       [--changed-syncs 1] [--window 0.05] [--no-maps]
+                                       [--changed-syncs 1] [--window 0.05] [--no-maps] [--workdir DIR]
 
 Per sync: the lake's bytes on disk (data files and catalog) and what the sync added, the snapshots it
 committed (and how many of them carry a commit message), the share of shipments it changed (rows of
@@ -82,7 +82,7 @@ def view_read_ms(data_dir: Path, reads: int = 3) -> list[tuple[str, float, int]]
             seconds, rows = [], 0
             for _ in range(reads):
                 began = time.perf_counter()
-                rows = con.execute(f'select * from "{schema}"."{view}"').fetch_arrow_table().num_rows
+                rows = con.execute(f'select * from "{schema}"."{view}"').to_arrow_table().num_rows
                 seconds.append(time.perf_counter() - began)
             timed.append((f"{schema}.{view}", round(1000 * statistics.median(seconds), 1), rows))
     return sorted(timed, key=lambda row: -row[1])
@@ -122,13 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=float, default=0.05, help="sandbox and client rate window, seconds")
     parser.add_argument("--no-maps", action="store_true")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--workdir", type=Path, help="keep the lake here (default: a temporary folder, removed)")
     args = parser.parse_args(argv)
     sandbox = start_sandbox("--shipments", str(args.shipments), "--seed", str(args.seed), "--rate-window",
                             str(args.window), "--speed", "0", "--start", START, "--api-key", API_KEY, timeout=900)  # fmt: skip
     rows, checks = [], []
     plan = ["full"] + ["unchanged"] * args.unchanged_syncs + ["changed"] * args.changed_syncs
     with sandbox, tempfile.TemporaryDirectory(prefix="bench-lake-growth-") as tmp:
-        workdir = Path(tmp)
+        workdir = args.workdir or Path(tmp)
         before: dict[str, Any] = {"bytes": 0, "catalog": 0, "snapshot": -1, "loads": {}}
         for kind in plan:
             if kind == "changed":

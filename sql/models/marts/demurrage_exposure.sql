@@ -96,15 +96,28 @@ days as (
         'least(coalesce(spans.left_date, spans.local_today), spans.local_today)', 'spans.arrival_date')) }} as offsets
 ),
 
+-- each version's span in local dates at its container's place, computed once a version (not once a day), as
+-- plain comparisons: a join on them is a hash join (an `or` in a left join's condition is a nested loop)
 versions as (
-    select * from {{ ref('container_charge_versions') }}
+    select
+        versions.*,
+        {{ local_date('versions.valid_from', 'spans.time_zone') }} as valid_from_local_date,
+        case
+            when versions.version_number = 1 then cast('0001-01-01' as date)
+            else {{ local_date('versions.valid_from', 'spans.time_zone') }}
+        end as in_force_from_local_date,
+        coalesce({{ local_date('versions.valid_to', 'spans.time_zone') }}, cast('9999-12-31' as date))
+            as in_force_until_local_date
+    from {{ ref('container_charge_versions') }} as versions
+    inner join spans
+        on versions.container_id = spans.container_id
 ),
 
 day_versions as (
     select
         days.*,
         versions.valid_from as charges_seen_at,
-        {{ local_date('versions.valid_from', 'days.time_zone') }} > days.local_date as charges_seen_after_day,
+        versions.valid_from_local_date > days.local_date as charges_seen_after_day,
         case
             when days.exposure_place = 'inland_rail'
                 then coalesce(versions.pickup_lfd_rail_local, versions.inland_lfd_local)
@@ -120,8 +133,8 @@ day_versions as (
     from days
     left join versions
         on days.container_id = versions.container_id
-        and (versions.version_number = 1 or {{ local_date('versions.valid_from', 'days.time_zone') }} <= days.local_date)
-        and (versions.valid_to is null or {{ local_date('versions.valid_to', 'days.time_zone') }} > days.local_date)
+        and versions.in_force_from_local_date <= days.local_date
+        and versions.in_force_until_local_date > days.local_date
 ),
 
 tariff_bands as (
