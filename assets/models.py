@@ -45,6 +45,7 @@ from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
 from pipelines.warehouse.models import (
     MANIFEST_PATH,
     PARSE_COMMAND,
+    build_environment,
     dbt_args,
     dbt_target,
     dbt_vars,
@@ -239,13 +240,14 @@ def analytics_models(
             context.log.info(f"Models: {plan.reason}.")
             if plan.skip:
                 return
-            selection, variables = plan.dbt_arguments(variables)
+            selection = plan.dbt_arguments()
         # dagster-dbt's choice for this subset (`empty` when the checks are chosen one by one), else `buildable`:
         # the tests of the selected models, those against their sources included (cautious would drop a test
         # reading a source), and none of an unselected model (eager would run deep_links' on stg_shipments)
-        args = [*dbt_args("build", target=dbt_target(store), variables={**variables, "commit_message": message}),
+        args = [*dbt_args("build", target=dbt_target(store), variables=variables),
                 *selection, "--indirect-selection", indirect or "buildable"]  # fmt: skip
-        outcome = invoke_dbt(args)
+        environment = build_environment(commit_message=message, changed_since=plan.changed_since if plan else None)
+        outcome = invoke_dbt(args, environment)
         if outcome.success and plan is not None:
             record_build(store, plan, analytics_schema=warehouse.analytics_schema, message=message)
     events = list(dbt_events(context, outcome))

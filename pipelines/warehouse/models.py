@@ -59,6 +59,16 @@ INDIRECT_SELECTION = ["--indirect-selection", "cautious"]
 # nothing on the console (the CLI prints one line per model, or the one-line error); the log in sql/logs
 QUIET_CONSOLE = ["--log-level", "none", "--log-level-file", "info", "--log-path", str(SQL_DIR / "logs")]
 POSTGRES_PASSWORD_ENV = "DBT_ENV_SECRET_PG_PASSWORD"
+# What changes from one build to the next reaches the models as environment variables their macros read only
+# while executing (`macros/lake_commits.sql`, `macros/changed_entities.sql`), not as `--vars`: dbt keys the
+# parse it saves (`partial_parse.msgpack`) on the vars, so a var new at every build would parse the whole
+# project again each time (BENCHMARKS.md: 2.9 s a build, against 0.7 s re-using the saved parse).
+COMMIT_MESSAGE_ENV = "OCEAN_TRACKING_DBT_COMMIT_MESSAGE"
+CHANGED_SINCE_ENV = "OCEAN_TRACKING_DBT_CHANGED_SINCE"
+# dbt's saved parse per project, target and vars (`saved_parse_path`): regenerable, so in the temp folder, which
+# every host can write (the image's code and sql/target are read-only).
+SAVED_PARSE_DIR = Path(tempfile.gettempdir()) / "ocean-tracking-dbt-parse"
+PARTIAL_PARSE_FILE = "partial_parse.msgpack"
 PREVIEW_ROWS = 5
 PREVIEW_CELL_CHARS = 60
 # What a build's output depends on besides the data (`project_fingerprint`), under sql/.
@@ -187,19 +197,71 @@ def _close_duckdb_connections() -> None:
     DuckDBConnectionManager.close_all_connections()
 
 
-def invoke_dbt(args: list[str]) -> Any:
-    """Run dbt in this process (`dbtRunner`, nothing on the console: dbt's log is `sql/logs/dbt.log`) and
-    return its outcome (`dbtRunnerResult`: `success`, `result` with a result per node, `exception`),
-    passed or not. In process: a `dbt` subprocess costs its interpreter, imports and parse on top (the
-    Dagster models' step took 2.4x as long through dagster-dbt's subprocess runner: BENCHMARKS.md)."""
+def build_environment(*, commit_message: str = "", changed_since: str | None = None) -> dict[str, str]:
+    """The environment of one build (`invoke_dbt`): the lake commits' message (`macros/lake_commits.sql`) and the
+    commit time of the last build's newest load for the incremental marts (`macros/changed_entities.sql`;
+    empty: every entity). Both keys always, so that nothing left in the shell reaches a build."""
+    return {COMMIT_MESSAGE_ENV: commit_message, CHANGED_SINCE_ENV: changed_since or ""}
+
+
+def saved_parse_path(args: list[str]) -> Path:
+    """Where dbt's saved parse of this project for the target and vars of `args` is kept between processes.
+    Keyed by what dbt checks before re-using one (the vars) and what it does not (the project's folder), so
+    that builds of other lakes, accounts or checkouts do not replace each other's; dbt itself checks the rest
+    (every file's checksum, the profile, its version) and parses again what changed."""
+
+    def value(flag: str) -> str:
+        return args[args.index(flag) + 1] if flag in args else ""
+
+    key = json.dumps([str(SQL_DIR), value("--target"), value("--vars")])
+    return SAVED_PARSE_DIR / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.msgpack"
+
+
+def _keep_parse(written: Path, saved: Path) -> None:
+    """Move the parse dbt just saved (`written`, only there when it parsed something) to `saved`, atomically:
+    a build reading it meanwhile reads the old one or the new one. Best effort: without it the next build
+    parses the whole project, as with none."""
+    if not written.is_file():
+        return
+    try:
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        staged = saved.with_name(f"{saved.name}.{os.getpid()}")
+        written.replace(staged)
+        staged.replace(saved)
+    except OSError:
+        pass
+
+
+def invoke_dbt(args: list[str], environment: dict[str, str] | None = None) -> Any:
+    """Run dbt in this process (`dbtRunner`, nothing on the console: dbt's log is `sql/logs/dbt.log`) with
+    `environment` set for the run (`build_environment`), and return its outcome (`dbtRunnerResult`:
+    `success`, `result` with a result per node, `exception`), passed or not. In process: a `dbt` subprocess
+    costs its interpreter, imports and parse on top (the Dagster models' step took 2.4x as long through
+    dagster-dbt's subprocess runner: BENCHMARKS.md). It re-uses the parse an earlier build with the same vars
+    saved (`saved_parse_path`), and writes no JSON artifacts: the outcome carries the results."""
     from dbt.cli.main import dbtRunner
 
+    saved = saved_parse_path(args)
     # a throwaway target folder: sql/target keeps the manifest `dbt parse` made for the Dagster definitions
-    with tempfile.TemporaryDirectory(prefix="dbt-") as target_path:
+    with tempfile.TemporaryDirectory(prefix="dbt-") as target_path, _environment(environment or {}):
+        reuse = ["--partial-parse-file-path", str(saved)] if saved.is_file() else []
         try:
-            return dbtRunner().invoke([*args, "--target-path", target_path, *QUIET_CONSOLE])
+            return dbtRunner().invoke([*args, "--target-path", target_path, "--no-write-json", *reuse,
+                                       *QUIET_CONSOLE])  # fmt: skip
         finally:
             _close_duckdb_connections()
+            _keep_parse(Path(target_path) / PARTIAL_PARSE_FILE, saved)
+
+
+def run_dbt(args: list[str], environment: dict[str, str] | None = None) -> Any:
+    """Run dbt in this process (`invoke_dbt`) and return its result; raise `ModelBuildError` with one line
+    naming what failed (a model, a test, or dbt itself)."""
+    outcome = invoke_dbt(args, environment)
+    if outcome.success:
+        return outcome.result
+    if isinstance(outcome.exception, KeyboardInterrupt):  # Ctrl-C or SIGTERM while dbt ran: not a failure of dbt
+        raise outcome.exception
+    raise ModelBuildError(outcome_error(args, outcome))
 
 
 def outcome_error(args: list[str], outcome: Any) -> str:
@@ -211,17 +273,6 @@ def outcome_error(args: list[str], outcome: Any) -> str:
         said = " ".join(str(error).split()) or f"{type(error).__name__} (see sql/logs/dbt.log)"  # never empty
         line = f"dbt {args[0]} failed: {said}"
     return line
-
-
-def run_dbt(args: list[str]) -> Any:
-    """Run dbt in this process (`invoke_dbt`) and return its result; raise `ModelBuildError` with one line
-    naming what failed (a model, a test, or dbt itself)."""
-    outcome = invoke_dbt(args)
-    if outcome.success:
-        return outcome.result
-    if isinstance(outcome.exception, KeyboardInterrupt):  # Ctrl-C or SIGTERM while dbt ran: not a failure of dbt
-        raise outcome.exception
-    raise ModelBuildError(outcome_error(args, outcome))
 
 
 def postgres_profile_env(credentials: Any) -> dict[str, str]:
@@ -259,8 +310,7 @@ def build_models_in_postgres(pipeline: dlt.Pipeline, *, app_url: str, raw_schema
     PostGIS. Returns the rows of every mart; a failing model or test raises one line."""
     credentials = pipeline.destination_client().config.credentials
     variables = schema_vars(app_url=app_url, raw_schema=raw_schema, analytics_schema=analytics_schema)
-    with _environment(postgres_profile_env(credentials)):
-        run_dbt(dbt_args("build", target="postgres", variables=variables))
+    run_dbt(dbt_args("build", target="postgres", variables=variables), postgres_profile_env(credentials))
     with pipeline.sql_client() as client:
         built = {row[0] for row in client.execute_sql(
             "select table_name from information_schema.tables where table_schema = %s", analytics_schema)}
@@ -274,8 +324,8 @@ class BuildPlan:
 
     `select` is None for every model (`--full-refresh`: the incremental marts made afresh), else dbt
     selectors: the tables and incremental marts reading a raw table whose rows changed, and the tests
-    downstream of it. `changed_since` (the dbt
-    var the incremental marts read, `macros/changed_entities.sql`) is the commit time of the newest load the
+    downstream of it. `changed_since` (what the
+    incremental marts read, `macros/changed_entities.sql`, through `build_environment`) is the commit time of the newest load the
     last build read. `skip` when nothing the models read changed: no dbt run at all, so an unchanged sync
     commits no snapshot and writes no file. `snapshot` and `loaded_through` are what this build reads
     (recorded after it, `record_build`), `fingerprint` the project and vars it builds with, `reason` what
@@ -289,11 +339,9 @@ class BuildPlan:
     reason: str
     changed_since: str | None = None
 
-    def dbt_arguments(self, variables: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
-        """The build's selection arguments (`--select ...`, or `--full-refresh` for every model) and its vars."""
-        if self.select is None:
-            return ["--full-refresh"], variables
-        return ["--select", *self.select], {**variables, "changed_since": self.changed_since}
+    def dbt_arguments(self) -> list[str]:
+        """The build's selection arguments: `--select ...`, or `--full-refresh` for every model."""
+        return ["--full-refresh"] if self.select is None else ["--select", *self.select]
 
 
 def project_fingerprint(variables: dict[str, Any]) -> str:
@@ -439,20 +487,18 @@ def build_models(store: WarehouseStore, *, app_url: str, select: list[str] | Non
 
     Without `select`, only what changed is built (`plan_build`): nothing after an unchanged sync, the
     models reading the raw tables that changed otherwise; every lake commit of the build names
-    `sync_name` (the dbt var `commit_message`)."""
+    `sync_name` (`build_environment`)."""
     variables = dbt_vars(store, app_url=app_url, raw_schema=raw_schema, analytics_schema=analytics_schema)
     with store.writing():
         plan = None if select else plan_build(store, variables, raw_schema=raw_schema, analytics_schema=analytics_schema)
         reason = plan.reason if plan else f"selected: {' '.join(select or [])}"
         message = f"{sync_name or 'models'}: dbt build ({reason})"
-        selection = ["--select", *select] if select else []
-        if plan is not None:
-            selection, variables = plan.dbt_arguments(variables)
         if plan is None or not plan.skip:
-            run_dbt([*dbt_args("build", target=dbt_target(store), variables={**variables, "commit_message": message}),
-                     *selection])  # fmt: skip
-        if plan is not None and not plan.skip:
-            record_build(store, plan, analytics_schema=analytics_schema, message=message)
+            selection = plan.dbt_arguments() if plan else ["--select", *(select or [])]
+            environment = build_environment(commit_message=message, changed_since=plan.changed_since if plan else None)
+            run_dbt([*dbt_args("build", target=dbt_target(store), variables=variables), *selection], environment)
+            if plan is not None:
+                record_build(store, plan, analytics_schema=analytics_schema, message=message)
     with store.connect(read_only=True) as con:
         built = {
             row[0]

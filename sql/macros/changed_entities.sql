@@ -10,11 +10,12 @@ entity that yields no row any more (a container no longer at sea) loses its rows
 longer in its raw table.
 
 Which entities changed: those with a raw row loaded after the last complete build, by the time each load
-committed (`_dlt_loads.inserted_at` > the var `changed_since`, which the runner passes from its record:
-`pipelines.warehouse.models.plan_build`), not by the load id, since a load interrupted and finished later
+committed (`_dlt_loads.inserted_at` > `OCEAN_TRACKING_DBT_CHANGED_SINCE`, which the runner sets from its record:
+`pipelines.warehouse.models.plan_build`, `build_environment`; an environment variable read only while
+executing, not a var, which would make dbt parse the project again at every build), not by the load id, since a load interrupted and finished later
 commits an older id. A container changed with its own row, its events, its map, its charge history, its
 shipment or a vessel its map or events name; a shipment with its own row or its ETA history. A change to a
-reference table every entity reads (terminals, ports, shipping lines) changes every entity. Without the var (a full build, a subset
+reference table every entity reads (terminals, ports, shipping lines) changes every entity. Without it (a full build, a subset
 picked in Dagster) every entity has changed: the mart is replaced whole. A new release or new vars make the
 runner pass `--full-refresh` instead, which builds the table afresh with its new columns. -#}
 
@@ -27,7 +28,7 @@ runner pass `--full-refresh` instead, which builds the table afresh with its new
     {%- set reference_tables = ['terminals', 'ports', 'shipping_lines'] -%}
     {%- set entities = source('ocean_tracking', entity ~ 's') -%}
     {%- set loads = api.Relation.create(database=entities.database, schema=entities.schema, identifier='_dlt_loads') -%}
-    {%- set since -%} (select load_id from {{ loads }} where inserted_at > cast('{{ var("changed_since") }}' as {{ ot_type('timestamptz') }})) {%- endset -%}
+    {%- set since -%} (select load_id from {{ loads }} where inserted_at > cast('{{ changed_since() }}' as {{ ot_type('timestamptz') }})) {%- endset -%}
     {%- set parts = [] -%}
     {%- for table, column in own if load_relation(source('ocean_tracking', table)) is not none -%}
         {%- do parts.append('select ' ~ column ~ ' as entity_id from ' ~ source('ocean_tracking', table) ~ ' where _dlt_load_id in ' ~ since) -%}
@@ -55,8 +56,13 @@ runner pass `--full-refresh` instead, which builds the table afresh with its new
 {%- endmacro %}
 
 
+{% macro changed_since() -%}
+    {{ return(env_var('OCEAN_TRACKING_DBT_CHANGED_SINCE', '') if execute else '') }}
+{%- endmacro %}
+
+
 {% macro changes_only() -%}
-    {{ return(is_incremental() and var('changed_since', '') != '') }}
+    {{ return(is_incremental() and changed_since() != '') }}
 {%- endmacro %}
 
 

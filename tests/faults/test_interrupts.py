@@ -85,13 +85,13 @@ def test_a_signal_dlt_deferred_is_an_interruption_whatever_wraps_it(tmp_path):
 
 
 def test_dbt_interrupted_is_an_interruption_and_its_failure_line_is_never_empty(monkeypatch):
-    monkeypatch.setattr(models, "invoke_dbt", lambda args: dbtRunnerResult(success=False, exception=KeyboardInterrupt()))
+    monkeypatch.setattr(models, "invoke_dbt", lambda args, environment: dbtRunnerResult(success=False, exception=KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         models.run_dbt(["build"])
 
     class Silent(Exception):
         pass
 
-    monkeypatch.setattr(models, "invoke_dbt", lambda args: dbtRunnerResult(success=False, exception=Silent()))
+    monkeypatch.setattr(models, "invoke_dbt", lambda args, environment: dbtRunnerResult(success=False, exception=Silent()))
     with pytest.raises(ModelBuildError, match=r"^dbt build failed: Silent \(see sql/logs/dbt.log\)$"):
         models.run_dbt(["build"])

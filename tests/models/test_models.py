@@ -24,14 +24,17 @@ from assets.models import ManifestMissingError, analytics_models
 from assets.resources import OCEAN_TRACKING_POOL
 from pipelines.errors import ModelBuildError
 from pipelines.warehouse import duckdb_store
+from pipelines.warehouse import models as runner
 from pipelines.warehouse.models import (
     BUILD_RECORD_TABLE,
     MODELS_DIR,
+    build_environment,
     build_models,
     dbt_args,
     dbt_vars,
     project_models,
     run_dbt,
+    saved_parse_path,
     seed_names,
 )
 from tests.support.dagster import (
@@ -582,6 +585,23 @@ def test_a_failing_model_is_one_line_naming_it(tmp_path):
     message = str(raised.value)
     assert message.startswith("dbt model deep_links failed: ") and "stg_containers" in message
     assert "\n" not in message
+
+
+def test_builds_of_one_lake_reuse_the_parse_the_first_saved_whatever_the_build_sets(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "SAVED_PARSE_DIR", tmp_path / "parses")
+    store = duckdb_store(tmp_path / "warehouse.duckdb")
+    args = dbt_args("parse", target="duckdb", variables=dbt_vars(store, app_url=APP_URL))
+    run_dbt(args, build_environment(commit_message="sync 1: dbt build"))
+    saved = saved_parse_path(args)
+    first = saved.stat().st_mtime_ns
+
+    run_dbt(args, build_environment(commit_message="sync 2: dbt build", changed_since="2026-11-01 00:00:00+00"))
+
+    assert saved.stat().st_mtime_ns == first, "dbt parsed the project again (it saves a parse only after parsing)"
+    assert list(saved.parent.iterdir()) == [saved]
+    other = dbt_args("parse", target="duckdb", variables=dbt_vars(store, app_url="https://other.example"))
+    run_dbt(other)
+    assert saved_parse_path(other) != saved and saved_parse_path(other).is_file()
 
 
 @pytest.mark.slow
