@@ -110,7 +110,12 @@ def ducklake_target(store: WarehouseStore | None = None, dataset_name: str = DAT
         LAKE_NAME, metadata_schema=store.metadata_schema, catalog=catalog, storage=store.data_path
     )
     credentials.global_config = loader_config()
-    return Target(dlt.destinations.ducklake(credentials=credentials), dataset_name, store=store)
+    # dlt runs a SQL job (a table chain's merge: its deletes, then its inserts) in one transaction only when
+    # the destination says it supports transactions, which its DuckDB-family capabilities leave unset: each
+    # statement committed alone, a lake snapshot each, and a reader between them saw the table's changed rows
+    # deleted and not yet inserted. DuckLake's transactions hold them: one snapshot a job, all or nothing.
+    destination = dlt.destinations.ducklake(credentials=credentials, supports_transactions=True)
+    return Target(destination, dataset_name, store=store)
 
 
 def loader_config(default_memory_limit: str | None = None) -> dict[str, Any]:
@@ -138,7 +143,9 @@ def duckdb_target(path: str | Path | None = None, dataset_name: str = DATASET_NA
     store.duckdb_file.parent.mkdir(parents=True, exist_ok=True)
     credentials = DuckDbCredentials(str(store.duckdb_file))
     credentials.global_config = loader_config(settings.DUCKDB_FILE_LOADER_MEMORY_LIMIT)
-    destination = dlt.destinations.duckdb(credentials, loader_parallelism_strategy="sequential")
+    # a SQL job's statements in one transaction, as on the lake (`ducklake_target`): a kill cannot split them
+    destination = dlt.destinations.duckdb(credentials, loader_parallelism_strategy="sequential",
+                                          supports_transactions=True)  # fmt: skip
     return Target(destination, dataset_name, store=store)
 
 

@@ -5,6 +5,7 @@ full build gives; the lake's commits name the sync they belong to."""
 from __future__ import annotations
 
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,14 @@ def test_a_changed_world_rebuilds_what_reads_it_as_a_full_build_would(own_sandbo
     load_ids = list(result.loaded.load_info.loads_ids)
     named = [s["commit_message"] for s in _snapshots_after(built_copy, before) if s["commit_message"]]
     assert named and all(message.startswith(f"sync {', '.join(load_ids)}: dbt build") for message in named)
+    # each raw table's rows change in one commit: a merge's deletes and inserts (a history table's closed and new
+    # versions) commit together, so no reader and no snapshot sees a changed row gone and its new version not yet in
+    raw_tables = dict(built_copy.query(
+        f"select t.table_id::varchar, t.table_name from __ducklake_metadata_{LAKE_NAME}.main.ducklake_table t join "
+        f"__ducklake_metadata_{LAKE_NAME}.main.ducklake_schema s using (schema_id) where s.schema_name = 'ocean_tracking'"))
+    commits_per_table = Counter(raw_tables[table] for s in _snapshots_after(built_copy, before) if not s["commit_message"]
+                                for table in {t for items in s["changes"].values() for t in items} if table in raw_tables)
+    assert commits_per_table["shipment_eta_history"] == 1 and set(commits_per_table.values()) == {1}, commits_per_table
     commits = {s["commit_message"].rsplit(": ", 1)[1]: s["changes"] for s in _snapshots_after(built_copy, before)
                if (s["commit_message"] or "").count(": ") >= 2}  # fmt: skip
     # an incremental mart replaced the changed containers' rows in place; a table mart was made again
