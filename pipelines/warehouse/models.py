@@ -66,8 +66,9 @@ POSTGRES_PASSWORD_ENV = "DBT_ENV_SECRET_PG_PASSWORD"
 COMMIT_MESSAGE_ENV = "OCEAN_TRACKING_DBT_COMMIT_MESSAGE"
 CHANGED_SINCE_ENV = "OCEAN_TRACKING_DBT_CHANGED_SINCE"
 # dbt's saved parse per project, target and vars (`saved_parse_path`): regenerable, so in the temp folder, which
-# every host can write (the image's code and sql/target are read-only).
-SAVED_PARSE_DIR = Path(tempfile.gettempdir()) / "ocean-tracking-dbt-parse"
+# every host can write (the image's code and sql/target are read-only). Found when a build runs: finding the
+# temp folder writes a probe file, and importing this module (the Dagster definitions do) writes nothing.
+SAVED_PARSE_FOLDER = "ocean-tracking-dbt-parse"
 PARTIAL_PARSE_FILE = "partial_parse.msgpack"
 PREVIEW_ROWS = 5
 PREVIEW_CELL_CHARS = 60
@@ -214,7 +215,7 @@ def saved_parse_path(args: list[str]) -> Path:
         return args[args.index(flag) + 1] if flag in args else ""
 
     key = json.dumps([str(SQL_DIR), value("--target"), value("--vars")])
-    return SAVED_PARSE_DIR / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.msgpack"
+    return Path(tempfile.gettempdir()) / SAVED_PARSE_FOLDER / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.msgpack"
 
 
 def _keep_parse(written: Path, saved: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import tempfile
 from datetime import UTC, date
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -24,7 +25,6 @@ from assets.models import ManifestMissingError, analytics_models
 from assets.resources import OCEAN_TRACKING_POOL
 from pipelines.errors import ModelBuildError
 from pipelines.warehouse import duckdb_store
-from pipelines.warehouse import models as runner
 from pipelines.warehouse.models import (
     BUILD_RECORD_TABLE,
     MODELS_DIR,
@@ -588,7 +588,7 @@ def test_a_failing_model_is_one_line_naming_it(tmp_path):
 
 
 def test_builds_of_one_lake_reuse_the_parse_the_first_saved_whatever_the_build_sets(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "SAVED_PARSE_DIR", tmp_path / "parses")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the runner keeps saved parses
     store = duckdb_store(tmp_path / "warehouse.duckdb")
     args = dbt_args("parse", target="duckdb", variables=dbt_vars(store, app_url=APP_URL))
     run_dbt(args, build_environment(commit_message="sync 1: dbt build"))
