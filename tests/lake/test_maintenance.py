@@ -46,7 +46,7 @@ def two_syncs(own_sandbox, synced_copy, tmp_path):
     return first.store, version, taken_at, as_first
 
 
-def test_maintenance_compacts_and_time_travel_reaches_back_within_the_retention(two_syncs):
+def test_maintenance_compacts_thins_each_sync_to_its_state_and_time_travel_reaches_back(two_syncs):
     store, version, taken_at, as_first = two_syncs
     assert _rows(store) != as_first, "the second sync changed containers (else time travel proves nothing)"
 
@@ -57,6 +57,19 @@ def test_maintenance_compacts_and_time_travel_reaches_back_within_the_retention(
     assert report.snapshots_expired == 0 and report.after.snapshots >= report.before.snapshots
     assert _rows(store, f" at (version => {version})") == as_first
     assert _rows(store, f" at (timestamp => '{taken_at.isoformat()}'::timestamptz)") == as_first
+
+    thinned = maintain_lake(store, grace=timedelta(0))  # no grace: the sync just made may be thinned too
+
+    with store.connect(read_only=True) as con:
+        kept = con.execute(f"select snapshot_id, changes, commit_message from {LAKE_NAME}.snapshots()").fetchall()
+        loads = {str(t) for (t,) in con.execute(f"select table_id from __ducklake_metadata_{LAKE_NAME}.main."
+                                                "ducklake_table where table_name = '_dlt_loads'").fetchall()}  # fmt: skip
+    assert thinned.snapshots_expired > 0 and thinned.after.snapshots < report.after.snapshots
+    steps = [s for s in kept[1:-1] if s[2] is None and not loads & {t for k in ("tables_inserted_into", "inlined_insert")
+                                                                   for t in s[1].get(k) or []}]  # fmt: skip
+    assert steps == [], "only each load's completion, named commits, the first and the newest stay"
+    assert _rows(store, f" at (timestamp => '{taken_at.isoformat()}'::timestamptz)") == as_first
+    assert _rows(store) != as_first and _rows(store, f" at (version => {kept[-1][0]})") == _rows(store)
 
 
 @pytest.mark.slow

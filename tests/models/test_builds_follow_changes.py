@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from pipelines.settings import LAKE_NAME
 from pipelines.sync import sync_account
 from pipelines.warehouse import WarehouseStore
 from pipelines.warehouse.destinations import ducklake_target
+from pipelines.warehouse.maintenance import maintain_lake
 from pipelines.warehouse.models import (
     LakeChanges,
     build_models,
@@ -103,6 +105,19 @@ def test_a_changed_world_rebuilds_what_reads_it_as_a_full_build_would(own_sandbo
 
     assert full.rows == {name: len(rows) for name, rows in incremental.items()}
     assert _marts(built_copy) == incremental, "the models built for what changed differ from a full build"
+
+
+def test_maintenance_between_a_load_and_its_build_leaves_the_build_what_changed(own_sandbox, built_copy, tmp_path):
+    advance_clock(own_sandbox, 86400)
+    with make_client(own_sandbox, tmp_path, app_url=APP_URL) as client:
+        sync_account(client, ducklake_target(built_copy.store), include_maps=False, models=False,
+                     pipelines_dir=tmp_path / "dlt")  # fmt: skip
+
+    maintain_lake(built_copy.store, grace=timedelta(0))  # thins every snapshot it may, up to the newest
+
+    plan = plan_build(built_copy.store, dbt_vars(built_copy.store, app_url=APP_URL), raw_schema="ocean_tracking",
+                      analytics_schema="analytics")  # fmt: skip
+    assert plan.reason.startswith("changed since the last build: rows of ") and "containers" in plan.reason, plan
 
 
 def test_the_dagster_models_build_nothing_when_nothing_changed(built_copy):
