@@ -24,8 +24,8 @@ holds, ETAs, vessels at sea). Every simulated hour of every day, on ONE lake:
 Client time settings (timeouts, backoff, deadline) are multiplied by `--time-scale` (as bench/fault_survival.py)
 so a hung hour costs seconds; the rate window is `--window` seconds. Per simulated day it prints the lake's
 disk (data files + catalog, `ducklake/`), the catalog's size and rows, live snapshots, snapshots expired,
-peak RSS of the syncs, analyst queries and errors, and the day's wall time. After the last hour (the clock
-left where it is), a fresh full sync of the same world at the same instant into a new lake (its models built
+peak RSS of the syncs, the analyst's queries, errors and median query time, and the day's wall time. After the
+last hour (the clock left where it is), a fresh full sync of the same world at the same instant into a new lake (its models built
 whole by `dbt build` without dbt's tests: a reference; the soaked lake's builds ran them), and every raw
 table and mart compared: rows in one and not the other (EXCEPT ALL, both ways), dlt's own columns (`_dlt_*`: load and row ids,
 a history row's `_dlt_valid_from`, nested rows' parent ids) left out, history tables by their current rows
@@ -160,6 +160,7 @@ class DayFigures:
     failed: int
     analyst_queries: int
     analyst_errors: int
+    analyst_ms: float  # the analyst's median query: every query on the lake pays the catalog's size
     seconds: float
 
 
@@ -672,7 +673,8 @@ def day_figures(
         day + 1, dir_bytes(store.catalog_file.parent), catalog_bytes, rows, rows["ducklake_snapshot"], expired,
         max((run.peak_mib for run in runs if run.what == "sync"), default=0.0),
         sum(run.what == "sync" for run in runs), sum(not run.ok and run.injected is None for run in runs),
-        len(lines), sum("error" in line for line in lines), time.monotonic() - began,
+        len(lines), sum("error" in line for line in lines),
+        1000 * statistics.median([line["seconds"] for line in lines]) if lines else 0.0, time.monotonic() - began,
     )  # fmt: skip
 
 
@@ -691,6 +693,7 @@ DAY_HEADERS = (
     "failed",
     "analyst q",
     "analyst err",
+    "analyst ms",
     "wall s",
 )
 
@@ -701,7 +704,7 @@ def render_days(days: list[DayFigures]) -> str:
         (d.day, d.lake_bytes / 1e6, d.catalog_bytes / 1e6, d.snapshots, d.expired, d.catalog_rows["ducklake_data_file"],
          d.catalog_rows["ducklake_delete_file"], d.catalog_rows["ducklake_column"],
          d.catalog_rows["ducklake_files_scheduled_for_deletion"], round(d.peak_mib), d.syncs, d.failed,
-         d.analyst_queries, d.analyst_errors, d.seconds)
+         d.analyst_queries, d.analyst_errors, d.analyst_ms, d.seconds)
         for d in days
     ])  # fmt: skip
 
