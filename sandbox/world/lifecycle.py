@@ -48,6 +48,8 @@ def seeded_states(store: AccountStore, now: int) -> tuple[np.ndarray, np.ndarray
     stopped = (store.early_at <= now) & ~pending[:n]
     codes[:n] = np.where(stopped, 4, codes[:n])
     updated[:n] = np.where(stopped, store.early_at, updated[:n])
+    for i in np.flatnonzero(pending[n:]) + n:  # a failing request still pending moves with each retry or re-check
+        updated[i] = failing_state(store, int(i), now).updated_at
     for i in list(store.stop_overrides):
         if i < n and not pending[i]:
             status, upd = own_state(store, i, now)
@@ -74,19 +76,22 @@ def own_state(store: AccountStore, tr: int, now: int) -> tuple[str, int]:
 def failing_state(store: AccountStore, tr: int, now: int) -> FailingState:
     """State at `now` of seeded failing request `tr`: pending (retrying with backoff for the retrying
     reasons) or awaiting_manifest (re-checked daily, `expired` after 7 days) until its resolve time,
-    then failed with its reason."""
+    then failed with its reason. Each retry and each daily re-check is a change to the request and moves its
+    `updated_at`, as any change to a record does (inferred: the live service's records are Rails models), so a
+    client following `filter[updated_at]` sees the retry count it shows."""
     created, resolve = int(store.tr_created[tr]), int(store.tr_resolve[tr])
     awaiting = int(store.tr_awaiting[tr])
     reason = store.fail_reason[tr - store.n]
     pending = now < resolve
     if reason == "expired":
         if pending and now >= awaiting:
-            return FailingState("awaiting_manifest", awaiting, None, False, (now - awaiting) // 86400)
+            checks = (now - awaiting) // 86400
+            return FailingState("awaiting_manifest", awaiting + checks * 86400, None, False, checks)
         if not pending:
             return FailingState("failed", resolve, reason, False, MANIFEST_DAYS)
     retrying = reason in RETRYING_REASONS
-    retries = retries_after(now - created) if pending and retrying else (MAX_RETRIES if retrying else None)
-    return FailingState("pending" if pending else "failed", created if pending else resolve,
+    retries, last_retry = retries_after(now - created) if pending and retrying else (MAX_RETRIES if retrying else None, 0)
+    return FailingState("pending" if pending else "failed", created + last_retry if pending else resolve,
                         None if pending else reason, bool(pending and retrying), retries)
 
 
@@ -102,14 +107,16 @@ def api_state(req: ApiRequest, now: int) -> tuple[str, int, str | None]:
     return req.outcome, req.resolve_at, req.scac
 
 
-def retries_after(elapsed: int) -> int:
-    """Retries made after `elapsed` seconds with exponential backoff from 10 minutes (max 14)."""
-    count, wait, t = 0, 600, 600
+def retries_after(elapsed: int) -> tuple[int, int]:
+    """Retries made after `elapsed` seconds with exponential backoff from 10 minutes (max 14), and when the last
+    of them was made, seconds after the start (0: none yet)."""
+    count, wait, t, last = 0, 600, 600, 0
     while t <= elapsed and count < MAX_RETRIES:
         count += 1
+        last = t
         wait *= 2
         t += wait
-    return count
+    return count, last
 
 
 def create(store: AccountStore, attributes: dict, customer_id: str | None, now: int) -> int:

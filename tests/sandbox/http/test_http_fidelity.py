@@ -255,6 +255,28 @@ def test_awaiting_manifest_then_expired(make_sandbox):
         assert a["status"] == "failed" and a["failed_reason"] == "expired"
 
 
+def test_a_retrying_request_moves_its_updated_at_with_each_retry(make_sandbox):
+    srv = make_sandbox()
+    c = Client(srv.base_url, FULL_KEY)
+    before = {t["id"]: t["attributes"] for t in ok(c.get("/tracking_requests?filter[status]=pending&page[size]=100"))["data"]}
+    assert before and all(a["is_retrying"] for a in before.values())
+    retried = None
+    for _hour in range(48):  # the backoff doubles: the next retry is hours away
+        requests.post(srv.root_url + "/_sandbox/clock", json={"advance_seconds": 3600}, timeout=10)
+        for tid, was in before.items():
+            now = ok(c.get(f"/tracking_requests/{tid}"))["data"]["attributes"]
+            if now["status"] == "pending" and now["retry_count"] > was["retry_count"]:
+                retried = tid, was, now
+        if retried:
+            break
+    assert retried, "no pending request retried within two days"
+    tid, was, now = retried
+    assert now["updated_at"] > was["updated_at"], (was, now)
+    since = was["updated_at"].replace("Z", ".001Z")
+    listed = ok(c.get(f"/tracking_requests?filter[updated_at][start]={since}&page[size]=100"))
+    assert tid in {t["id"] for t in listed["data"]}, "a client following updated_at sees the retry"
+
+
 def test_api_request_awaits_manifest_then_resolves(make_sandbox):
     srv = make_sandbox(limits={"default": 100_000, "tracking_requests_create": 100_000})
     c = Client(srv.base_url, FULL_KEY)
