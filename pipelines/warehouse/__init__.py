@@ -189,6 +189,12 @@ class WarehouseStore:
         return self.is_lake and is_postgres_catalog(self.catalog)
 
     @property
+    def catalog_tables_schema(self) -> str:
+        """The schema of the catalog's own tables (`ducklake_table`, ...) as an attached session reads them under
+        `__ducklake_metadata_<lake>`: `main` in a SQLite catalog, the metadata schema in PostgreSQL."""
+        return self.metadata_schema if self.catalog_on_postgres else "main"
+
+    @property
     def place(self) -> str:
         """What to call the warehouse in messages and fingerprints (never a password)."""
         if not self.is_lake:

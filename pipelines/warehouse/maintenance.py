@@ -153,8 +153,7 @@ def maintain_lake(
             con, f"call ducklake_rewrite_data_files('{LAKE_NAME}', delete_threshold => {DELETE_THRESHOLD})"
         )
         merged = _sum(con, f"call ducklake_merge_adjacent_files('{LAKE_NAME}')")
-        expired = thin_snapshots(con, datetime.now(UTC) - grace, metadata_schema=store.metadata_schema
-                                 if store.catalog_on_postgres else "main")  # fmt: skip
+        expired = thin_snapshots(con, datetime.now(UTC) - grace, metadata_schema=store.catalog_tables_schema)
         expired += expire_snapshots(con, (now or datetime.now(UTC)) - timedelta(days=retention))
         horizon = [cleanup_horizon(grace)]
         deleted = len(con.execute(

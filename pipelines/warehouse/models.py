@@ -62,7 +62,7 @@ POSTGRES_PASSWORD_ENV = "DBT_ENV_SECRET_PG_PASSWORD"
 # What changes from one build to the next reaches the models as environment variables their macros read only
 # while executing (`macros/lake_commits.sql`, `macros/changed_entities.sql`), not as `--vars`: dbt keys the
 # parse it saves (`partial_parse.msgpack`) on the vars, so a var new at every build would parse the whole
-# project again each time (BENCHMARKS.md: 2.9 s a build, against 0.7 s re-using the saved parse).
+# project again each time (BENCHMARKS.md: 4.61 s a build's parse in a fresh process, 1.95 s re-using one).
 COMMIT_MESSAGE_ENV = "OCEAN_TRACKING_DBT_COMMIT_MESSAGE"
 CHANGED_SINCE_ENV = "OCEAN_TRACKING_DBT_CHANGED_SINCE"
 # dbt's saved parse per project, target and vars (`saved_parse_path`): regenerable, so in the temp folder, which
@@ -325,9 +325,8 @@ class BuildPlan:
 
     `select` is None for every model (`--full-refresh`: the incremental marts made afresh), else dbt
     selectors: the tables and incremental marts reading a raw table whose rows changed, and the tests
-    downstream of it. `changed_since` (what the
-    incremental marts read, `macros/changed_entities.sql`, through `build_environment`) is the commit time of the newest load the
-    last build read. `skip` when nothing the models read changed: no dbt run at all, so an unchanged sync
+    downstream of it. `changed_since` (what the incremental marts read, `macros/changed_entities.sql`, through
+    `build_environment`) is the commit time of the newest load the last build read. `skip` when nothing the models read changed: no dbt run at all, so an unchanged sync
     commits no snapshot and writes no file. `snapshot` and `loaded_through` are what this build reads
     (recorded after it, `record_build`), `fingerprint` the project and vars it builds with, `reason` what
     decided it (for the log)."""
@@ -428,7 +427,7 @@ def plan_build(store: WarehouseStore, variables: dict[str, Any], *, raw_schema: 
         if built[2] != fingerprint:
             return every_model("the models or their vars changed: every model")
         changed = tables_changed_since(con, built[0], raw_schema,
-                                       metadata_schema=store.metadata_schema if store.catalog_on_postgres else "main")
+                                       metadata_schema=store.catalog_tables_schema)
     if changed is None:
         return every_model("the last build's snapshot expired: every model")
     read = set(source_tables())

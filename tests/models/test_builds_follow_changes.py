@@ -151,7 +151,7 @@ def test_another_app_url_release_or_layout_builds_every_model(built_copy):
 def test_every_kind_of_row_change_counts_and_compaction_does_not(catalog, request, tmp_path):
     url = f"sqlite:///{tmp_path}/c.sqlite" if catalog == "sqlite" else request.getfixturevalue("postgres_database").dsn
     store = WarehouseStore(catalog=url, data_path=str(tmp_path / "files"))
-    tables = store.metadata_schema if store.catalog_on_postgres else "main"  # where the catalog's tables are
+    tables = store.catalog_tables_schema
     with store.connect() as con:
         con.execute(f"call {LAKE_NAME}.set_option('data_inlining_row_limit', 0)")  # files, as dlt's loads write
         con.execute("create schema raw; create table raw.kept as select range as id from range(10)")
