@@ -56,7 +56,7 @@ from pipelines.settings import (
     writeback_journal_location,
     writeback_journal_path,
 )
-from pipelines.warehouse import WarehouseStore
+from pipelines.warehouse import WarehouseStore, replace_rows
 
 ACCEPTED, PENDING, UNKNOWN = "accepted", "pending", "unknown"  # the outcomes that hold a number (`held_numbers`)
 SINGLE_ACCOUNT = Account()  # the one account of a setup without accounts (the default argument)
@@ -271,7 +271,7 @@ class WritebackStore:
                     for c in table.column_names
                 )
                 con.register("journal_rows", table)
-                con.execute(f"create or replace table {schema_name}.{name} as select {typed} from journal_rows")
+                replace_rows(con, schema_name, name, f"select {typed} from journal_rows")
                 con.unregister("journal_rows")
             con.commit()
         return {name: table.num_rows for name, table in tables.items()}

@@ -40,6 +40,7 @@ from pipelines.warehouse import (
     WarehouseStore,
     commit_message,
     current_snapshot,
+    replace_rows,
     table_exists,
 )
 
@@ -455,9 +456,9 @@ def record_build(store: WarehouseStore, plan: BuildPlan, *, analytics_schema: st
         con.execute("begin")
         commit_message(con, message)
         con.execute(f'create schema if not exists "{schema}"')
-        con.execute(f"create or replace table {BUILD_RECORD.format(schema=schema)} as select ?::bigint as "
-                    "built_through_snapshot, ?::varchar as loaded_through, ?::varchar as project_fingerprint, "
-                    "now() as recorded_at", [plan.snapshot, plan.loaded_through, plan.fingerprint])  # fmt: skip
+        replace_rows(con, schema, BUILD_RECORD_TABLE, "select ?::bigint as built_through_snapshot, ?::varchar as "
+                     "loaded_through, ?::varchar as project_fingerprint, now() as recorded_at",
+                     [plan.snapshot, plan.loaded_through, plan.fingerprint])  # fmt: skip
         con.execute("commit")
 
 
