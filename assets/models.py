@@ -249,7 +249,8 @@ def analytics_models(
         environment = build_environment(commit_message=message, changed_since=plan.changed_since if plan else None)
         outcome = invoke_dbt(args, environment)
         if outcome.success and plan is not None:
-            record_build(store, plan, analytics_schema=warehouse.analytics_schema, message=message)
+            with store.connect() as con:
+                record_build(con, plan, analytics_schema=warehouse.analytics_schema, message=message)
     events = list(dbt_events(context, outcome))
     yield from _with_table_metadata(context, events, warehouse)
     if not outcome.success:

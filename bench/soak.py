@@ -60,7 +60,6 @@ from typing import Any
 import requests
 from bench_memory import CHILD_FLAG, Meter, report, run_child
 from bench_table import render
-from scale import dir_bytes
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 MAINTENANCE_HOUR, WRITEBACK_HOUR, KILL_HOUR, HUNG_HOUR = 3, 12, 9, 20
@@ -666,6 +665,9 @@ def day_figures(
     began: float,
 ) -> DayFigures:
     """The lake at the end of `day` and what the day's runs cost."""
+    # imported here, not at the top: each sync's child process would import the sandbox with it
+    from scale import dir_bytes
+
     catalog_bytes, rows = catalog_figures(store.catalog_file)
     runs = [run for run in result.runs if run.day == day]
     lines = analyst.lines[analyst_seen:] if analyst else []
