@@ -4,19 +4,18 @@ and restore (`lake maintain`, `lake backup`, `lake restore`).
 Every sync commits snapshots, and a merge writes new Parquet files plus delete files for the rows it
 replaced (re-merging unchanged rows grows the lake until maintenance; a DuckDB file stays flat), so
 without maintenance a lake's file count and size grow with every sync. One run, in this order:
-1. delete the files no remaining snapshot needs, scheduled for deletion by earlier runs
-   (`ducklake_cleanup_old_files`), and files no snapshot ever referenced, left by a writer killed mid-commit
-   (`ducklake_delete_orphaned_files`); both only past a grace period (an hour: `cleanup_horizon`), so a
-   session that began before they were let go still finds the files of its snapshot;
-2. rewrite data files whose rows are partly deleted (`ducklake_rewrite_data_files`), then merge small
+1. rewrite data files whose rows are partly deleted (`ducklake_rewrite_data_files`), then merge small
    adjacent files (`ducklake_merge_adjacent_files`): fewer, larger files for every reader;
-3. expire the snapshots that hold a step of a sync rather than its state (`thin_snapshots`): each table's
+2. expire the snapshots that hold a step of a sync rather than its state (`thin_snapshots`): each table's
    merge while a load runs, each model's rebuild while a build runs; every completed load, every complete
    build and every other named commit stays, so each sync's state stays queryable by snapshot and by time;
-4. expire snapshots older than the retention (default 30 days), to the second (`expire_snapshots`): time
-   travel reaches back that far.
-What steps 2-4 let go is deleted by the next run (nightly: a day later), or at once with a zero grace. The
-run holds the writer lock (compaction commits snapshots too); readers go on reading throughout.
+3. expire snapshots older than the retention (default 30 days), to the second (`expire_snapshots`): time
+   travel reaches back that far;
+4. delete the files no remaining snapshot needs (`ducklake_cleanup_old_files`) and files no snapshot ever
+   referenced, left by a writer killed mid-commit (`ducklake_delete_orphaned_files`); both only past a
+   grace period (an hour; for files scheduled for deletion, also into the next UTC day: `cleanup_horizon`),
+   so a session that began before this run still finds the files of its snapshot.
+The run holds the writer lock (compaction commits snapshots too); readers go on reading throughout.
 
 Backup and restore of the embedded lake: its SQLite catalog, the data files it references, and the
 write-back journal, as one consistent folder.
@@ -148,22 +147,22 @@ def maintain_lake(
     store.require_exists()
     retention = lake_retention_days() if retention_days is None else retention_days
     started = time.monotonic()
-    metadata_schema = store.catalog_tables_schema
     with store.writing(), store.connect() as con:
         before = lake_figures(con)
-        deleted = delete_old_files(con, grace, metadata_schema=metadata_schema)
-        orphans = len(con.execute(
-            f"call ducklake_delete_orphaned_files('{LAKE_NAME}', older_than => now() - to_seconds(?::double))",
-            [grace.total_seconds()],
-        ).fetchall())  # fmt: skip
         rewritten = _sum(
             con, f"call ducklake_rewrite_data_files('{LAKE_NAME}', delete_threshold => {DELETE_THRESHOLD})"
         )
         merged = _sum(con, f"call ducklake_merge_adjacent_files('{LAKE_NAME}')")
-        expired = thin_snapshots(con, datetime.now(UTC) - grace, metadata_schema=metadata_schema)
+        expired = thin_snapshots(con, datetime.now(UTC) - grace, metadata_schema=store.catalog_tables_schema)
         expired += expire_snapshots(con, (now or datetime.now(UTC)) - timedelta(days=retention))
-        if grace <= timedelta(0):
-            deleted += delete_old_files(con, grace, metadata_schema=metadata_schema)
+        horizon = [cleanup_horizon(grace)]
+        deleted = len(con.execute(
+            f"call ducklake_cleanup_old_files('{LAKE_NAME}', older_than => ?::timestamptz)", horizon
+        ).fetchall())  # fmt: skip
+        orphans = len(con.execute(
+            f"call ducklake_delete_orphaned_files('{LAKE_NAME}', older_than => now() - to_seconds(?::double))",
+            [grace.total_seconds()],
+        ).fetchall())  # fmt: skip
         after = lake_figures(con)
     return MaintenanceReport(
         before, after, rewritten, merged, expired, deleted, orphans, retention, time.monotonic() - started
@@ -233,28 +232,14 @@ def expire_snapshots(con: duckdb.DuckDBPyConnection, before: datetime) -> int:
     )
 
 
-def delete_old_files(con: duckdb.DuckDBPyConnection, grace: timedelta, *, metadata_schema: str) -> int:
-    """Delete the files scheduled for deletion more than `grace` ago (`ducklake_cleanup_old_files`); returns
-    how many."""
-    horizon = cleanup_horizon(con, grace, metadata_schema=metadata_schema)
-    return len(con.execute(
-        f"call ducklake_cleanup_old_files('{LAKE_NAME}', older_than => ?::timestamptz)", [horizon]
-    ).fetchall())  # fmt: skip
-
-
-def cleanup_horizon(con: duckdb.DuckDBPyConnection, grace: timedelta, *, metadata_schema: str) -> datetime:
+def cleanup_horizon(grace: timedelta) -> datetime:
     """The `older_than` of `ducklake_cleanup_old_files` that deletes no file scheduled for deletion within
-    `grace` of now. On a SQLite catalog the call compares schedule times by day (measured with DuckLake 1.0: a
-    horizon at 10:00 deletes the files scheduled at 23:00 that day), so the exact times are read here: when
-    every file was scheduled before `now - grace` (the case of a nightly run, which goes first,
-    `maintain_lake`), the horizon is now and all go; otherwise it is the last instant of the day before the one
-    `grace` reaches back to, and files are kept between `grace` and `grace` plus a day."""
+    `grace` of now. On a SQLite catalog the call compares schedule times by day (a horizon at 00:00 deletes
+    the files scheduled at 14:00 that day), so the horizon is the last instant of the day before the one
+    `grace` reaches back to: files are kept between `grace` and `grace` plus a day. A zero grace deletes
+    every file scheduled so far."""
     now = datetime.now(UTC)
-    newest = con.execute(
-        "select max(schedule_start::timestamptz) from "
-        f"__ducklake_metadata_{LAKE_NAME}.{metadata_schema}.ducklake_files_scheduled_for_deletion"
-    ).fetchone()[0]
-    if grace <= timedelta(0) or newest is None or newest < now - grace:
+    if grace <= timedelta(0):
         return now
     day = (now - grace).replace(hour=0, minute=0, second=0, microsecond=0)
     return day - timedelta(microseconds=1)
