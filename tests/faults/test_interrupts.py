@@ -48,7 +48,7 @@ def test_ctrl_c_during_the_extraction_ends_the_sync_in_one_line(make_sandbox, tm
     process.send_signal(signal.SIGINT)
     outputs = process.communicate(timeout=120)
 
-    assert process.returncode == 130
+    assert process.returncode == 130, outputs[1]
     line = _interrupted_line(outputs, "Ctrl-C")
     assert "the warehouse keeps what earlier runs loaded" in line and "the next sync" in line
 
