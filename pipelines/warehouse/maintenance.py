@@ -13,7 +13,7 @@ without maintenance a lake's file count and size grow with every sync. One run, 
    travel reaches back that far;
 4. delete the files no remaining snapshot needs (`ducklake_cleanup_old_files`) and files no snapshot ever
    referenced, left by a writer killed mid-commit (`ducklake_delete_orphaned_files`); both only past a
-   grace period (an hour; for files scheduled for deletion, also into the next UTC day: `cleanup_horizon`),
+   grace period (an hour, by exact times: `cleanup_old_files`),
    so a session that began before this run still finds the files of its snapshot.
 The run holds the writer lock (compaction commits snapshots too); readers go on reading throughout.
 
@@ -141,7 +141,7 @@ def maintain_lake(
     A snapshot's age is measured from `now` (default: the current time) on the lake's clock, the time
     its commits are stamped with; a run that simulates the passage of time (bench/soak.py) passes the
     instant its simulated clock stands for. The cleanup's `grace` protects readers of the real clock and is
-    always measured from the current time (`cleanup_horizon`)."""
+    always measured from the current time (`cleanup_old_files`)."""
     if not store.is_lake:
         raise ConfigurationError(f"{store.place} is a plain DuckDB file: maintenance is for the DuckLake.")
     store.require_exists()
@@ -155,10 +155,7 @@ def maintain_lake(
         merged = _sum(con, f"call ducklake_merge_adjacent_files('{LAKE_NAME}')")
         expired = thin_snapshots(con, datetime.now(UTC) - grace, metadata_schema=store.catalog_tables_schema)
         expired += expire_snapshots(con, (now or datetime.now(UTC)) - timedelta(days=retention))
-        horizon = [cleanup_horizon(grace)]
-        deleted = len(con.execute(
-            f"call ducklake_cleanup_old_files('{LAKE_NAME}', older_than => ?::timestamptz)", horizon
-        ).fetchall())  # fmt: skip
+        deleted = cleanup_old_files(con, grace, metadata_schema=store.catalog_tables_schema)
         orphans = len(con.execute(
             f"call ducklake_delete_orphaned_files('{LAKE_NAME}', older_than => now() - to_seconds(?::double))",
             [grace.total_seconds()],
@@ -232,17 +229,28 @@ def expire_snapshots(con: duckdb.DuckDBPyConnection, before: datetime) -> int:
     )
 
 
-def cleanup_horizon(grace: timedelta) -> datetime:
-    """The `older_than` of `ducklake_cleanup_old_files` that deletes no file scheduled for deletion within
-    `grace` of now. On a SQLite catalog the call compares schedule times by day (a horizon at 00:00 deletes
-    the files scheduled at 14:00 that day), so the horizon is the last instant of the day before the one
-    `grace` reaches back to: files are kept between `grace` and `grace` plus a day. A zero grace deletes
-    every file scheduled so far."""
-    now = datetime.now(UTC)
-    if grace <= timedelta(0):
-        return now
-    day = (now - grace).replace(hour=0, minute=0, second=0, microsecond=0)
-    return day - timedelta(microseconds=1)
+def cleanup_old_files(con: duckdb.DuckDBPyConnection, grace: timedelta, *, metadata_schema: str) -> int:
+    """Delete the files DuckLake scheduled for deletion more than `grace` ago (by the catalog's exact
+    schedule times); returns how many. The caller holds the writer lock.
+
+    Not `ducklake_cleanup_old_files(older_than => now() - grace)`: on a SQLite catalog that call compares
+    schedule times by day (measured with DuckLake 1.0: `now() - 1 hour` deleted a file scheduled a second
+    before, `now() - 20 hours` across midnight did not), so it either deletes what an open session may still
+    read or keeps a day's files. So the files scheduled within the grace are set aside from DuckLake's list,
+    `cleanup_all` deletes the rest (DuckLake resolves their paths, local or in object storage, and removes
+    them from its list), and the set-aside rows are put back. The three steps commit apart: DuckLake's
+    cleanup writes the catalog on its own connection, which an open transaction of ours would lock out. A
+    run killed between them loses rows of files still in their grace: those files are then orphans, which
+    `ducklake_delete_orphaned_files` deletes once they are older than the grace."""
+    scheduled = f"__ducklake_metadata_{LAKE_NAME}.{metadata_schema}.ducklake_files_scheduled_for_deletion"
+    within_grace = "schedule_start::timestamptz >= now() - to_seconds(?::double)"
+    young = con.execute(f"select * from {scheduled} where {within_grace}", [grace.total_seconds()]).fetchall()
+    con.execute(f"delete from {scheduled} where {within_grace}", [grace.total_seconds()])
+    try:
+        return len(con.execute(f"call ducklake_cleanup_old_files('{LAKE_NAME}', cleanup_all => true)").fetchall())
+    finally:
+        if young:
+            con.executemany(f"insert into {scheduled} values ({', '.join('?' * len(young[0]))})", young)
 
 
 def _sum(con: duckdb.DuckDBPyConnection, call: str) -> int:

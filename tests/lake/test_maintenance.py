@@ -3,7 +3,9 @@ after it: the containers as of an earlier sync are still there within the retent
 
 from __future__ import annotations
 
-from datetime import timedelta
+import sqlite3
+from contextlib import closing
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -121,9 +123,9 @@ def test_a_copy_of_the_shared_lake_is_written_and_cleaned_up_on_its_own(synced, 
     assert fingerprint(synced.workdir / "data") == shared, "the copy's maintenance reached the shared lake"
 
 
-def test_expiry_is_to_the_instant_and_the_cleanup_keeps_files_within_its_grace(tmp_path):
+def test_expiry_and_cleanup_are_to_the_instant(tmp_path):
     # DuckLake's own `older_than` compares by day on a SQLite catalog: given an instant between two snapshots
-    # of one day it expired both, and its cleanup deleted files scheduled seconds before past an hour's grace
+    # of one day it expired both
     store = default_lake_in(tmp_path / "data")
     with store.writing(), store.connect() as con:
         con.execute("create table numbers as select range as n from range(1000)")
@@ -142,5 +144,22 @@ def test_expiry_is_to_the_instant_and_the_cleanup_keeps_files_within_its_grace(t
     assert report.snapshots_expired > 0 and min(remaining) == kept, remaining
     assert report.files_deleted == 0, "files scheduled for deletion today wait out the hour's grace"
 
-    again = maintain_lake(store, retention_days=1, now=cutoff + timedelta(days=1), grace=timedelta(0))
-    assert again.files_deleted > 0, "with no grace, every file scheduled so far goes"
+    # and its cleanup deleted a day's files or none: ours goes by the exact schedule times
+    with closing(sqlite3.connect(store.catalog_file)) as catalog, catalog:
+        (aged,) = catalog.execute("select data_file_id, path from ducklake_files_scheduled_for_deletion").fetchall()
+        catalog.execute("update ducklake_files_scheduled_for_deletion set schedule_start = ? where data_file_id = ?",
+                        [(datetime.now(UTC) - timedelta(minutes=61)).isoformat(" "), aged[0]])  # fmt: skip
+    files = Path(store.data_path)
+    assert (files / aged[1]).exists()
+    with store.writing(), store.connect() as con:
+        con.execute("delete from numbers where n < 300")
+
+    past_grace = maintain_lake(store, retention_days=0)  # schedules the files of the snapshots it expires
+
+    with closing(sqlite3.connect(store.catalog_file)) as catalog:
+        young = catalog.execute("select path from ducklake_files_scheduled_for_deletion").fetchall()
+    assert past_grace.files_deleted == 1 and not (files / aged[1]).exists()
+    assert young and all((files / path).exists() for (path,) in young), "files within the grace stay, scheduled"
+
+    again = maintain_lake(store, retention_days=0, grace=timedelta(0))
+    assert again.files_deleted == len(young), "with no grace, every file scheduled so far goes"
