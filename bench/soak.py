@@ -9,7 +9,9 @@ one simulated hour at a time, so the world changes between syncs as the live ser
 holds, ETAs, vessels at sea). Every simulated hour of every day, on ONE lake:
 
 - a sync as the schedule runs it: `python -m pipelines sync` (the CLI's own `main`, models on, maps on) in a
-  process of its own, whose peak RSS (VmHWM, with that of any child it waited for) is its figure;
+  process of its own, whose peak RSS (VmHWM, with that of any child it waited for) is its figure; the 00:00
+  sync's build runs every dbt test, as the first build of a day does (`OCEAN_TRACKING_EVERY_TEST_HOURS`, which
+  counts real hours), the others the tests of the raw tables and marts they rebuild;
 - after the 03:00 sync, the nightly maintenance (`maintain_lake`), its snapshot expiry measured by simulated
   age (see `LakeClock`);
 - after the 12:00 sync, a write-back batch (`python -m pipelines patch-ref-numbers`, a few shipments' ref
@@ -504,6 +506,7 @@ def compare_lakes(soaked: Any, fresh: Any) -> Comparison:
 def run_soak(config: SoakConfig) -> SoakResult:
     """Run `config.days` simulated days on one lake (the module docstring says what a day holds), then the
     comparison with a fresh sync; returns the figures (printing progress unless `config.quiet`)."""
+    from pipelines.settings import EVERY_TEST_HOURS_ENV
     from pipelines.warehouse import default_lake_in
     from pipelines.warehouse.maintenance import maintain_lake
 
@@ -559,7 +562,8 @@ def run_soak(config: SoakConfig) -> SoakResult:
         elif hour in config.burst_hours:
             injected = "5xx burst"
             sandbox_post(config, "faults", {"profile": "5xx", "rate": BURST_RATE, "seed": day * 24 + hour})
-        ok, peak, detail = run_cli(sync, env)
+        # every dbt test once a simulated day (`EVERY_TEST_HOURS_ENV` counts real hours)
+        ok, peak, detail = run_cli(sync, {**env, EVERY_TEST_HOURS_ENV: "0"} if hour == 0 else env)
         sandbox_post(config, "faults", {"profile": "none"})
         if (
             injected == HUNG

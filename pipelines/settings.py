@@ -19,6 +19,7 @@ import re
 import tempfile
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 
@@ -185,6 +186,7 @@ DUCKDB_FILE_NAME = "warehouse.duckdb"
 DEFAULT_FRESHNESS_HOURS = 26.0  # the daily full sync plus slack for a retried or queued run
 DEFAULT_LAKE_RETENTION_DAYS = 30.0  # how far back time travel reaches once maintenance has run
 DEFAULT_LOCK_TIMEOUT_SECONDS = 120.0
+DEFAULT_EVERY_TEST_HOURS = 24.0  # how often a build on the lake runs every dbt test, the staging views' too
 DATA_DIR_ENV = setting("OCEAN_TRACKING_DATA_DIR", "the folder of the lake, the GeoParquet, the maps and the "
                        "journals", default=f"`{DEFAULT_DATA_DIR}` (in the working directory)")  # fmt: skip
 DUCKDB_ENV = setting("OCEAN_TRACKING_DUCKDB", "the warehouse file when the destination is `duckdb`",
@@ -201,6 +203,9 @@ WEBHOOK_JOURNAL_ENV = setting("OCEAN_TRACKING_WEBHOOK_JOURNAL", "the webhook not
                               default="`<data dir>/webhook_journal.sqlite`")  # fmt: skip
 LAKE_RETENTION_ENV = setting("OCEAN_TRACKING_LAKE_RETENTION_DAYS", "how many days of snapshots (time travel) "
                              "maintenance keeps", default=f"{DEFAULT_LAKE_RETENTION_DAYS:g}")  # fmt: skip
+EVERY_TEST_HOURS_ENV = setting("OCEAN_TRACKING_EVERY_TEST_HOURS", "how often a build on the lake runs every dbt "
+                               "test (the others test the raw tables and marts they rebuild), hours; 0: every build",
+                               default=f"{DEFAULT_EVERY_TEST_HOURS:g}")  # fmt: skip
 # The DuckDB file's loader `memory_limit` unless configured. A load into the file keeps every block it writes
 # (each table twice: dlt's staging copy and the merged one) in DuckDB's buffer pool, which only gives them back
 # at its limit, 80 % of RAM: a first load of 10k shipments held 850 MiB, 10x the data 4x the memory. With this
@@ -323,6 +328,11 @@ def lock_timeout_seconds() -> float:
 def lake_retention_days() -> float:
     """How long the lake keeps old snapshots (time travel) before maintenance expires them."""
     return float(os.environ.get(LAKE_RETENTION_ENV) or DEFAULT_LAKE_RETENTION_DAYS)
+
+
+def every_test_interval() -> timedelta:
+    """How long a build on the lake may go on testing only the marts it rebuilt before one runs every test."""
+    return timedelta(hours=float(os.environ.get(EVERY_TEST_HOURS_ENV) or DEFAULT_EVERY_TEST_HOURS))
 
 
 def loader_memory_limit(default: str | None = None) -> str | None:

@@ -33,6 +33,19 @@ every mart reads that. Not measured apart: the soak's hourly syncs were not visi
 {%- endmacro %}
 
 
+{#- The raw schema's tables into dbt's relation cache before any model runs (an on-run-start hook). dbt caches
+the schemas of the project's models, not of its sources, so the first `load_relation` of a raw table inside a
+model (the existence checks below, `contract_source`) lists the raw schema there, in a transaction dbt opens
+and keeps open; the pre-hook above, which runs outside the model's transaction, then writes into it, and the
+model's first write to the lake fails (a single transaction can only write to a single attached database). An
+hourly build whose first node is an incremental mart met it. -#}
+{% macro cache_raw_relations() -%}
+    {%- if execute -%}
+        {%- do adapter.get_relation(database=target.database, schema=var('raw_schema', 'ocean_tracking'), identifier='shipments') -%}
+    {%- endif -%}
+{%- endmacro %}
+
+
 {% macro saved_changed_entities(entity) -%}
     memory.main.changed_{{ entity }}_ids
 {%- endmacro %}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.settings import LAKE_NAME
+from pipelines.settings import EVERY_TEST_HOURS_ENV, LAKE_NAME
 from pipelines.sync import sync_account
 from pipelines.warehouse import WarehouseStore
 from pipelines.warehouse.destinations import ducklake_target
@@ -83,6 +83,7 @@ def test_a_changed_world_rebuilds_what_reads_it_as_a_full_build_would(own_sandbo
 
     assert result.models_reason.startswith("changed since the last build: rows of ")
     assert "containers" in result.models_reason.split("rows of ", 1)[1].split("; ")[0].split(", ")
+    assert result.models_reason.endswith("; the tests of the raw tables and marts rebuilt"), "every test ran within the day"
     load_ids = list(result.loaded.load_info.loads_ids)
     named = [s["commit_message"] for s in _snapshots_after(built_copy, before) if s["commit_message"]]
     assert named and all(message.startswith(f"sync {', '.join(load_ids)}: dbt build") for message in named)
@@ -109,7 +110,8 @@ def test_a_changed_world_rebuilds_what_reads_it_as_a_full_build_would(own_sandbo
     assert _marts(built_copy) == incremental, "the models built for what changed differ from a full build"
 
 
-def test_maintenance_between_a_load_and_its_build_leaves_the_build_what_changed(own_sandbox, built_copy, tmp_path):
+def test_maintenance_between_a_load_and_its_build_leaves_the_build_what_changed(own_sandbox, built_copy, tmp_path,
+                                                                               monkeypatch):
     advance_clock(own_sandbox, 86400)
     with make_client(own_sandbox, tmp_path, app_url=APP_URL) as client:
         sync_account(client, ducklake_target(built_copy.store), include_maps=False, models=False,
@@ -117,9 +119,16 @@ def test_maintenance_between_a_load_and_its_build_leaves_the_build_what_changed(
 
     maintain_lake(built_copy.store, grace=timedelta(0))  # thins every snapshot it may, up to the newest
 
-    plan = plan_build(built_copy.store, dbt_vars(built_copy.store, app_url=APP_URL), raw_schema="ocean_tracking",
-                      analytics_schema="analytics")  # fmt: skip
-    assert plan.reason.startswith("changed since the last build: rows of ") and "containers" in plan.reason, plan
+    def plan():
+        return plan_build(built_copy.store, dbt_vars(built_copy.store, app_url=APP_URL), raw_schema="ocean_tracking",
+                          analytics_schema="analytics")  # fmt: skip
+
+    within_the_day = plan()
+    assert within_the_day.reason.startswith("changed since the last build: rows of ") and "containers" in within_the_day.reason
+    assert "resource_type:test" not in within_the_day.select and within_the_day.every_test_at is not None
+    monkeypatch.setenv(EVERY_TEST_HOURS_ENV, "0")  # as when a day has passed since a build ran every test
+    due = plan()
+    assert due.reason.endswith("; every test") and "resource_type:test" in due.select and due.every_test_at is None
 
 
 def test_the_dagster_models_build_nothing_when_nothing_changed(built_copy):
