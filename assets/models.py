@@ -246,7 +246,8 @@ def analytics_models(
         # reading a source), and none of an unselected model (eager would run deep_links' on stg_shipments)
         args = [*dbt_args("build", target=dbt_target(store), variables=variables),
                 *selection, "--indirect-selection", indirect or "buildable"]  # fmt: skip
-        environment = build_environment(commit_message=message, changed_since=plan.changed_since if plan else None)
+        environment = build_environment(store, commit_message=message,
+                                        changed_since=plan.changed_since if plan else None)
         outcome = invoke_dbt(args, environment)
         if outcome.success and plan is not None:
             with store.connect() as con:

@@ -246,6 +246,8 @@ class LakeClock:
 def cli_env(config: SoakConfig, data_dir: Path, dlt_dir: Path) -> dict[str, str]:
     """The environment of a CLI process of the soak: the sandbox's key and URL, the scaled time settings,
     the lake under `data_dir`, dlt's folders under `dlt_dir`. Nothing of the shell's warehouse settings."""
+    from pipelines.settings import CLEANUP_GRACE_ENV
+
     prefix = "SOURCES__OCEAN_TRACKING__"
     env = {
         name: value
@@ -259,6 +261,8 @@ def cli_env(config: SoakConfig, data_dir: Path, dlt_dir: Path) -> dict[str, str]
         "OCEAN_TRACKING_DATA_DIR": str(data_dir), "OCEAN_TRACKING_PIPELINES_DIR": str(dlt_dir),
         "DLT_DATA_DIR": str(dlt_dir / "home"), "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
     })  # fmt: skip
+    # the syncs' cleanup of the files let go has the maintenance's grace: a real hour spans simulated days here
+    env[CLEANUP_GRACE_ENV] = str(config.grace.total_seconds() / 60)
     if config.app_url is not None:  # another URL than the one the models were built with would rebuild them all
         env[f"{prefix}APP_URL"] = config.app_url
     return env
@@ -445,11 +449,11 @@ def build_reference_models(fresh: Any, app_url: str | None) -> None:
     (a reference, not a lake anyone reads; the soaked lake's builds ran them), a third less time. `app_url`:
     the soaked syncs' (None: the default a sync takes)."""
     from pipelines.api.config import DEFAULT_APP_URL
-    from pipelines.warehouse.models import dbt_args, dbt_target, dbt_vars, run_dbt
+    from pipelines.warehouse.models import build_environment, dbt_args, dbt_target, dbt_vars, run_dbt
 
     variables = dbt_vars(fresh, app_url=app_url or DEFAULT_APP_URL)
     arguments = dbt_args("build", target=dbt_target(fresh), variables=variables)
-    run_dbt([*arguments, "--exclude", "resource_type:test"])
+    run_dbt([*arguments, "--exclude", "resource_type:test"], build_environment(fresh))
 
 
 def compare_lakes(soaked: Any, fresh: Any) -> Comparison:

@@ -186,6 +186,7 @@ DUCKDB_FILE_NAME = "warehouse.duckdb"
 DEFAULT_FRESHNESS_HOURS = 26.0  # the daily full sync plus slack for a retried or queued run
 DEFAULT_LAKE_RETENTION_DAYS = 30.0  # how far back time travel reaches once maintenance has run
 DEFAULT_LOCK_TIMEOUT_SECONDS = 120.0
+DEFAULT_CLEANUP_GRACE_MINUTES = 60.0  # how long a file the lake let go stays for the sessions still reading it
 DEFAULT_EVERY_TEST_HOURS = 24.0  # how often a build on the lake runs every dbt test, the staging views' too
 DATA_DIR_ENV = setting("OCEAN_TRACKING_DATA_DIR", "the folder of the lake, the GeoParquet, the maps and the "
                        "journals", default=f"`{DEFAULT_DATA_DIR}` (in the working directory)")  # fmt: skip
@@ -203,6 +204,9 @@ WEBHOOK_JOURNAL_ENV = setting("OCEAN_TRACKING_WEBHOOK_JOURNAL", "the webhook not
                               default="`<data dir>/webhook_journal.sqlite`")  # fmt: skip
 LAKE_RETENTION_ENV = setting("OCEAN_TRACKING_LAKE_RETENTION_DAYS", "how many days of snapshots (time travel) "
                              "maintenance keeps", default=f"{DEFAULT_LAKE_RETENTION_DAYS:g}")  # fmt: skip
+CLEANUP_GRACE_ENV = setting("OCEAN_TRACKING_CLEANUP_GRACE_MINUTES", "how long a data file no snapshot needs any more "
+                            "stays on disk for the sessions that may still read it, minutes",
+                            default=f"{DEFAULT_CLEANUP_GRACE_MINUTES:g}")  # fmt: skip
 EVERY_TEST_HOURS_ENV = setting("OCEAN_TRACKING_EVERY_TEST_HOURS", "how often a build on the lake runs every dbt "
                                "test (the others test the raw tables and marts they rebuild), hours; 0: every build",
                                default=f"{DEFAULT_EVERY_TEST_HOURS:g}")  # fmt: skip
@@ -328,6 +332,12 @@ def lock_timeout_seconds() -> float:
 def lake_retention_days() -> float:
     """How long the lake keeps old snapshots (time travel) before maintenance expires them."""
     return float(os.environ.get(LAKE_RETENTION_ENV) or DEFAULT_LAKE_RETENTION_DAYS)
+
+
+def cleanup_grace() -> timedelta:
+    """How long the lake keeps a file it let go (an expired snapshot's, a merge's replaced one) before deleting it:
+    longer than any session that began before it was let go still reads."""
+    return timedelta(minutes=float(os.environ.get(CLEANUP_GRACE_ENV) or DEFAULT_CLEANUP_GRACE_MINUTES))
 
 
 def every_test_interval() -> timedelta:

@@ -48,7 +48,7 @@ from pipelines.api.client import OceanTrackingClient
 from pipelines.compat import lake_connections_kept
 from pipelines.errors import AuthenticationError, ConfigurationError, NotFoundError
 from pipelines.journals import NotificationJournal
-from pipelines.settings import SOURCE_NAME
+from pipelines.settings import SOURCE_NAME, cleanup_grace
 from pipelines.source import TABLES
 from pipelines.source.bookkeeping import ItemIssuesReport, issues_of_load, loaded_rows
 from pipelines.source.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS, MapPlan, candidates_sql, plan_maps
@@ -73,6 +73,7 @@ from pipelines.warehouse.destinations import (
     publish_geometry_view,
     unreachable,
 )
+from pipelines.warehouse.maintenance import cleanup_old_files
 from pipelines.warehouse.models import build_models, build_models_in_postgres
 from pipelines.webhooks import (
     Notice,
@@ -131,8 +132,9 @@ def finish_pending_load(pipeline: dlt.Pipeline, target: Target) -> bool:
 def load_waiting(pipeline: dlt.Pipeline, target: Target) -> LoadInfo:
     """Load the normalized package into the target, waiting for the warehouse instead of failing.
 
-    A lake's writer lock is taken for the load only (the extraction never holds it), waited for while a
-    model run, a maintenance run or a write-back publish holds it. A plain DuckDB file another process
+    On a lake, the files it let go more than the cleanup grace ago are deleted first, in the same session
+    (`cleanup_old_files`). A lake's writer lock is taken for the load only (the extraction never holds it),
+    waited for while a model run, a maintenance run or a write-back publish holds it. A plain DuckDB file another process
     took after the extraction began is waited for, then the package is loaded. Either way an extraction
     is never thrown away, nor fetched again, because the load had to wait: past the wait the package
     stays pending and the next sync loads it first."""
@@ -145,6 +147,9 @@ def load_waiting(pipeline: dlt.Pipeline, target: Target) -> LoadInfo:
             with store.writing():
                 with loader_session(pipeline, store) as con:  # a lake older than the writer's options gets them
                     set_lake_options(con)
+                    # the files the lake let go past their grace (what the nightly maintenance expired, what the
+                    # merges since replaced) leave the disk now, not a night later
+                    cleanup_old_files(con, cleanup_grace(), metadata_schema=store.catalog_tables_schema)
                 return pipeline.load()
         except WarehouseLockedError as error:
             raise WarehouseLockedError(f"{error} {kept}") from None

@@ -9,14 +9,16 @@ this plugin installs the bundled binaries (`install_bundled_extensions`), loads 
 on the `ducklake` target, attaches the lake with the same ATTACH statement every other writer uses
 (`WarehouseStore.attach_sql`). The profile's `attach:` entry only tells dbt-duckdb the lake's name.
 
-Plugin config (from the profile): `lake_catalog` and `lake_data_path` (empty: the configured or default
-lake, as `ducklake_store` resolves it); without `lake_catalog` in the config the plugin attaches nothing
-(the `duckdb` target, a plain file). A lake whose files are in object storage gets the same S3 secret
+The lake: the one the runner names in the build's environment (`LAKE_CATALOG_ENV`, `LAKE_DATA_PATH_ENV`,
+read when connecting, not when dbt parses), else the plugin config of the profile, for runs by hand:
+`lake_catalog` and `lake_data_path` (empty: the configured or default lake, as `ducklake_store` resolves
+it); without `lake_catalog` in the config the plugin attaches nothing (the `duckdb` target, a plain file). A lake whose files are in object storage gets the same S3 secret
 dlt's loader creates (`create_storage_secret`), from the same dlt configuration keys.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import duckdb
@@ -30,6 +32,7 @@ from pipelines.warehouse.connections import (
     install_bundled_extensions,
     load_spatial,
 )
+from pipelines.warehouse.models import LAKE_CATALOG_ENV, LAKE_DATA_PATH_ENV
 
 
 class Plugin(BasePlugin):
@@ -54,7 +57,8 @@ class Plugin(BasePlugin):
         install_bundled_extensions(conn)
         load_spatial(conn)
         if self.attach_lake:
-            store = ducklake_store(self.lake_catalog, self.lake_data_path)
+            store = ducklake_store(os.environ.get(LAKE_CATALOG_ENV) or self.lake_catalog,
+                                   os.environ.get(LAKE_DATA_PATH_ENV) or self.lake_data_path)  # fmt: skip
             store.create_folders()
             if is_remote(store.data_path):  # the lake's files in object storage: the secret dlt's loader uses
                 create_storage_secret(conn, store.data_path)

@@ -13,7 +13,7 @@ without maintenance a lake's file count and size grow with every sync. One run, 
    travel reaches back that far;
 4. delete the files no remaining snapshot needs (`ducklake_cleanup_old_files`) and files no snapshot ever
    referenced, left by a writer killed mid-commit (`ducklake_delete_orphaned_files`); both only past a
-   grace period (an hour, by exact times: `cleanup_old_files`),
+   grace period (an hour, by exact times: `cleanup_old_files`, which every load runs too),
    so a session that began before this run still finds the files of its snapshot.
 The run holds the writer lock (compaction commits snapshots too); readers go on reading throughout.
 
@@ -59,14 +59,12 @@ from pipelines.errors import ConfigurationError, InputError, PipelineError
 from pipelines.settings import (
     LAKE_NAME,
     WRITEBACK_JOURNAL_FILE_NAME,
+    cleanup_grace,
     lake_retention_days,
     lock_timeout_seconds,
 )
 from pipelines.warehouse import WarehouseStore, lake_data_path
 
-# Files scheduled for deletion (or never referenced) are kept this long: a reader whose snapshot is
-# older than the maintenance run may still be scanning them.
-CLEANUP_GRACE = timedelta(hours=1)
 # A data file with at least this share of its rows deleted is rewritten without them.
 DELETE_THRESHOLD = 0.1
 
@@ -132,7 +130,7 @@ def maintain_lake(
     store: WarehouseStore,
     *,
     retention_days: float | None = None,
-    grace: timedelta = CLEANUP_GRACE,
+    grace: timedelta | None = None,
     now: datetime | None = None,
 ) -> MaintenanceReport:
     """Compact, expire snapshots older than `retention_days` (default: the configured retention, 30
@@ -140,12 +138,13 @@ def maintain_lake(
 
     A snapshot's age is measured from `now` (default: the current time) on the lake's clock, the time
     its commits are stamped with; a run that simulates the passage of time (bench/soak.py) passes the
-    instant its simulated clock stands for. The cleanup's `grace` protects readers of the real clock and is
-    always measured from the current time (`cleanup_old_files`)."""
+    instant its simulated clock stands for. The cleanup's `grace` (default: the configured one, an hour)
+    protects readers of the real clock and is always measured from the current time (`cleanup_old_files`)."""
     if not store.is_lake:
         raise ConfigurationError(f"{store.place} is a plain DuckDB file: maintenance is for the DuckLake.")
     store.require_exists()
     retention = lake_retention_days() if retention_days is None else retention_days
+    grace = cleanup_grace() if grace is None else grace
     started = time.monotonic()
     with store.writing(), store.connect() as con:
         before = lake_figures(con)
@@ -231,7 +230,10 @@ def expire_snapshots(con: duckdb.DuckDBPyConnection, before: datetime) -> int:
 
 def cleanup_old_files(con: duckdb.DuckDBPyConnection, grace: timedelta, *, metadata_schema: str) -> int:
     """Delete the files DuckLake scheduled for deletion more than `grace` ago (by the catalog's exact
-    schedule times); returns how many. The caller holds the writer lock.
+    schedule times); returns how many. The caller holds the writer lock. The nightly maintenance calls it, and
+    so does every load before it writes (`pipelines.sync.load_waiting`: syncs, refreshes, the Dagster ingest):
+    what the maintenance expired at night, and what the day's merges replaced, leave the disk once past the
+    grace, not a night later.
 
     Not `ducklake_cleanup_old_files(older_than => now() - grace)`: on a SQLite catalog that call compares
     schedule times by day (measured with DuckLake 1.0: `now() - 1 hour` deleted a file scheduled a second

@@ -74,6 +74,11 @@ POSTGRES_PASSWORD_ENV = "DBT_ENV_SECRET_PG_PASSWORD"
 # project again each time (BENCHMARKS.md: 4.61 s a build's parse in a fresh process, 1.95 s re-using one).
 COMMIT_MESSAGE_ENV = "OCEAN_TRACKING_DBT_COMMIT_MESSAGE"
 CHANGED_SINCE_ENV = "OCEAN_TRACKING_DBT_CHANGED_SINCE"
+# The lake a build attaches, read by the profile's plugin when it connects (`pipelines.warehouse.dbt_plugin`):
+# dbt keys its saved parse on the vars and on the profile's values too, so a lake named in either would make
+# the first build of every other lake (each test's copy, each account's host) parse the whole project again.
+LAKE_CATALOG_ENV = "OCEAN_TRACKING_DBT_LAKE_CATALOG"
+LAKE_DATA_PATH_ENV = "OCEAN_TRACKING_DBT_LAKE_DATA_PATH"
 # dbt's saved parse per project, target and vars (`saved_parse_path`): regenerable, so in the temp folder, which
 # every host can write (the image's code and sql/target are read-only). Found when a build runs: finding the
 # temp folder writes a probe file, and importing this module (the Dagster definitions do) writes nothing.
@@ -161,11 +166,12 @@ def schema_vars(*, app_url: str, raw_schema: str, analytics_schema: str) -> dict
 def dbt_vars(store: WarehouseStore, *, app_url: str, raw_schema: str = DATASET_NAME,
              analytics_schema: str = ANALYTICS_SCHEMA) -> dict[str, str]:
     """The `--vars` of a build in `store`: the deep links' `app_url`, the schema dlt loaded the raw
-    tables into, the schemas the models go to (one an account, and its staging schema), and where the
-    warehouse is (the profile's defaults are only for runs by hand)."""
+    tables into, the schemas the models go to (one an account, and its staging schema), and for a DuckDB
+    file its path (the profile's defaults are only for runs by hand). A lake is named in the build's
+    environment instead (`build_environment`), so every lake's builds share one saved parse."""
     common = schema_vars(app_url=app_url, raw_schema=raw_schema, analytics_schema=analytics_schema)
     if store.is_lake:
-        return {**common, "lake_catalog": store.catalog or "", "lake_data_path": store.data_path or ""}
+        return common
     return {**common, "duckdb_path": str(store.duckdb_file.resolve())}
 
 
@@ -207,18 +213,22 @@ def _close_duckdb_connections() -> None:
     DuckDBConnectionManager.close_all_connections()
 
 
-def build_environment(*, commit_message: str = "", changed_since: str | None = None) -> dict[str, str]:
-    """The environment of one build (`invoke_dbt`): the lake commits' message (`macros/lake_commits.sql`) and the
-    commit time of the last build's newest load for the incremental marts (`macros/changed_entities.sql`;
-    empty: every entity). Both keys always, so that nothing left in the shell reaches a build."""
-    return {COMMIT_MESSAGE_ENV: commit_message, CHANGED_SINCE_ENV: changed_since or ""}
+def build_environment(store: WarehouseStore, *, commit_message: str = "", changed_since: str | None = None) -> dict[str, str]:
+    """The environment of one dbt run on `store` (`invoke_dbt`): the lake it attaches (`LAKE_CATALOG_ENV`), the
+    lake commits' message (`macros/lake_commits.sql`) and the commit time of the last build's newest load for
+    the incremental marts (`macros/changed_entities.sql`; empty: every entity). Every key always, so that
+    nothing left in the shell reaches a build."""
+    lake = (store.catalog or "", store.data_path or "") if store.is_lake else ("", "")
+    return {LAKE_CATALOG_ENV: lake[0], LAKE_DATA_PATH_ENV: lake[1], COMMIT_MESSAGE_ENV: commit_message,
+            CHANGED_SINCE_ENV: changed_since or ""}  # fmt: skip
 
 
 def saved_parse_path(args: list[str]) -> Path:
     """Where dbt's saved parse of this project for the target and vars of `args` is kept between processes.
     Keyed by what dbt checks before re-using one (the vars) and what it does not (the project's folder), so
-    that builds of other lakes, accounts or checkouts do not replace each other's; dbt itself checks the rest
-    (every file's checksum, the profile, its version) and parses again what changed."""
+    that builds of other accounts or checkouts do not replace each other's, while every lake's builds share
+    one (`LAKE_CATALOG_ENV`); dbt itself checks the rest (every file's checksum, the profile, its version) and
+    parses again what changed."""
 
     def value(flag: str) -> str:
         return args[args.index(flag) + 1] if flag in args else ""
@@ -420,7 +430,7 @@ def plan_build(store: WarehouseStore, variables: dict[str, Any], *, raw_schema: 
     restored from a backup, does not share; and a newest load time misses rows only deleted (a custom field
     value removed). The lake's snapshots know every commit, wherever it was made."""
     fingerprint = project_fingerprint({key: value for key, value in variables.items()
-                                       if key not in ("lake_catalog", "lake_data_path", "duckdb_path")})
+                                       if key != "duckdb_path"})
     if not store.is_lake:
         return BuildPlan(None, False, None, None, fingerprint, "a DuckDB file: every model")
     with store.connect(read_only=True) as con:
@@ -514,7 +524,8 @@ def build_models(store: WarehouseStore, *, app_url: str, select: list[str] | Non
         message = f"{sync_name or 'models'}: dbt build ({reason})"
         if plan is None or not plan.skip:
             selection = plan.dbt_arguments() if plan else ["--select", *(select or [])]
-            environment = build_environment(commit_message=message, changed_since=plan.changed_since if plan else None)
+            environment = build_environment(store, commit_message=message,
+                                            changed_since=plan.changed_since if plan else None)
             run_dbt([*dbt_args("build", target=dbt_target(store), variables=variables), *selection], environment)
         # one session for the record and the rows: each session attaches the lake (about 0.3 s on the soak's)
         with store.connect() as con:

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from assets.maintenance import lake_maintenance
-from pipelines.settings import LAKE_NAME
+from pipelines.settings import CLEANUP_GRACE_ENV, LAKE_NAME
 from pipelines.warehouse import default_lake_in
 from pipelines.warehouse.maintenance import maintain_lake
 from tests.support.dagster import warehouse_resource
@@ -72,6 +72,26 @@ def test_maintenance_compacts_thins_each_sync_to_its_state_and_time_travel_reach
     assert steps == [], "only each load's completion, named commits, the first and the newest stay"
     assert _rows(store, f" at (timestamp => '{taken_at.isoformat()}'::timestamptz)") == as_first
     assert _rows(store) != as_first and _rows(store, f" at (version => {kept[-1][0]})") == _rows(store)
+
+
+def _scheduled_files(store) -> list[Path]:
+    with closing(sqlite3.connect(store.catalog_file)) as catalog:
+        paths = catalog.execute("select path from ducklake_files_scheduled_for_deletion").fetchall()
+    return [Path(store.data_path) / path for (path,) in paths]
+
+
+def test_a_sync_deletes_the_files_let_go_past_their_grace_before_it_loads(two_syncs, own_sandbox, tmp_path,
+                                                                          monkeypatch):
+    store, *_ = two_syncs
+    maintain_lake(store, retention_days=0)  # expires the first sync's snapshots; an hour's grace
+    let_go = _scheduled_files(store)
+    assert let_go and all(path.exists() for path in let_go), "the maintenance kept them within its grace"
+
+    monkeypatch.setenv(CLEANUP_GRACE_ENV, "0")  # as an hour later
+    sync_once(own_sandbox, tmp_path, include_maps=False)
+
+    assert not any(path.exists() for path in let_go), "not a night later, at the next load"
+    assert not set(let_go) & set(_scheduled_files(store))
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ import assets.models
 from assets.models import ManifestMissingError, analytics_models
 from assets.resources import OCEAN_TRACKING_POOL
 from pipelines.errors import ModelBuildError
-from pipelines.warehouse import duckdb_store
+from pipelines.warehouse import default_lake_in, duckdb_store
 from pipelines.warehouse.models import (
     BUILD_RECORD_TABLE,
     MODELS_DIR,
@@ -587,21 +587,26 @@ def test_a_failing_model_is_one_line_naming_it(tmp_path):
     assert "\n" not in message
 
 
-def test_builds_of_one_lake_reuse_the_parse_the_first_saved_whatever_the_build_sets(tmp_path, monkeypatch):
+def test_builds_reuse_the_parse_the_first_saved_whatever_the_build_sets(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the runner keeps saved parses
     store = duckdb_store(tmp_path / "warehouse.duckdb")
     args = dbt_args("parse", target="duckdb", variables=dbt_vars(store, app_url=APP_URL))
-    run_dbt(args, build_environment(commit_message="sync 1: dbt build"))
+    run_dbt(args, build_environment(store, commit_message="sync 1: dbt build"))
     saved = saved_parse_path(args)
     first = saved.stat().st_mtime_ns
 
-    run_dbt(args, build_environment(commit_message="sync 2: dbt build", changed_since="2026-11-01 00:00:00+00"))
+    run_dbt(args, build_environment(store, commit_message="sync 2: dbt build", changed_since="2026-11-01 00:00:00+00"))
 
     assert saved.stat().st_mtime_ns == first, "dbt parsed the project again (it saves a parse only after parsing)"
     assert list(saved.parent.iterdir()) == [saved]
     other = dbt_args("parse", target="duckdb", variables=dbt_vars(store, app_url="https://other.example"))
     run_dbt(other)
     assert saved_parse_path(other) != saved and saved_parse_path(other).is_file()
+    # a lake is named in the build's environment, not its vars: every lake's builds share one parse
+    lakes = [default_lake_in(tmp_path / name) for name in ("one", "two")]
+    assert len({saved_parse_path(dbt_args("build", target="ducklake", variables=dbt_vars(lake, app_url=APP_URL)))
+                for lake in lakes}) == 1  # fmt: skip
+    assert build_environment(lakes[0]) != build_environment(lakes[1])
 
 
 @pytest.mark.slow
@@ -721,7 +726,8 @@ def test_every_model_compiles_for_the_warehouses_we_cannot_run_here(built: Built
     tables) transpiles from DuckDB to both with sqlglot, an unsupported construct raising, and parses back."""
     store = built.store
     with store.writing():
-        compiled = run_dbt(dbt_args("compile", target="ducklake", variables=dbt_vars(store, app_url=APP_URL)))
+        compiled = run_dbt(dbt_args("compile", target="ducklake", variables=dbt_vars(store, app_url=APP_URL)),
+                           build_environment(store))
     models = {result.node.name: result.node.compiled_code for result in compiled.results
               if result.node.resource_type == "model"}  # fmt: skip
     assert set(models) == {model.name for model in project_models()}
