@@ -50,8 +50,14 @@ def _snapshots_after(lake: BuiltWarehouse, snapshot: int) -> list[dict]:
                       f"where snapshot_id > {snapshot} order by snapshot_id")  # fmt: skip
 
 
+# Views that count days up to today in each container's time zone: read a minute apart, they differ whenever a
+# terminal's local midnight falls between the reads (a clean-clone CI met New York's at 05:00 UTC)
+TODAY_DEPENDENT = frozenset({"demurrage_exposure", "container_free_time"})
+
+
 def _marts(lake: BuiltWarehouse) -> dict[str, list[tuple]]:
-    return {name: lake.query(f"select * from analytics.{name} order by all") for name in mart_names()}
+    return {name: lake.query(f"select * from analytics.{name} order by all") for name in mart_names()
+            if name not in TODAY_DEPENDENT}  # fmt: skip
 
 
 def test_an_unchanged_sync_builds_no_model_and_commits_no_model_snapshot(own_sandbox, built_copy, tmp_path):
@@ -106,7 +112,8 @@ def test_a_changed_world_rebuilds_what_reads_it_as_a_full_build_would(own_sandbo
 
     full = build_models(built_copy.store, app_url=APP_URL, select=["fqn:*"])
 
-    assert full.rows == {name: len(rows) for name, rows in incremental.items()}
+    assert {name: rows for name, rows in full.rows.items() if name not in TODAY_DEPENDENT} == {
+        name: len(rows) for name, rows in incremental.items()}
     assert _marts(built_copy) == incremental, "the models built for what changed differ from a full build"
 
 
