@@ -246,7 +246,10 @@ def cleanup_old_files(con: duckdb.DuckDBPyConnection, grace: timedelta, *, metad
     `ducklake_delete_orphaned_files` deletes once they are older than the grace."""
     scheduled = f"__ducklake_metadata_{LAKE_NAME}.{metadata_schema}.ducklake_files_scheduled_for_deletion"
     within_grace = "schedule_start::timestamptz >= now() - to_seconds(?::double)"
-    young = con.execute(f"select * from {scheduled} where {within_grace}", [grace.total_seconds()]).fetchall()
+    rows = con.execute(f"select *, {within_grace} as young from {scheduled}", [grace.total_seconds()]).fetchall()
+    young = [row[:-1] for row in rows if row[-1]]
+    if len(young) == len(rows):  # nothing past the grace (a load's usual case): one read, no catalog write
+        return 0
     con.execute(f"delete from {scheduled} where {within_grace}", [grace.total_seconds()])
     try:
         return len(con.execute(f"call ducklake_cleanup_old_files('{LAKE_NAME}', cleanup_all => true)").fetchall())
