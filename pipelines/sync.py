@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -375,7 +376,8 @@ def sync_account(
         if store is not None:
             if models:
                 models_built = build_models(store, app_url=client.settings.app_url, raw_schema=target.dataset_name,
-                                            analytics_schema=schema, sync_name=sync_name(loaded))
+                                            analytics_schema=schema, sync_name=sync_name(loaded),
+                                            session=partial(loader_session, pipeline, store))
                 result.model_rows, result.models_reason = models_built.rows, models_built.reason
             with loader_session(pipeline, store) as con:
                 result.row_counts = count_rows(con, target.dataset_name)

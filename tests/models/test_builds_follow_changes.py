@@ -89,7 +89,7 @@ def test_a_changed_world_rebuilds_what_reads_it_as_a_full_build_would(own_sandbo
 
     assert result.models_reason.startswith("changed since the last build: rows of ")
     assert "containers" in result.models_reason.split("rows of ", 1)[1].split("; ")[0].split(", ")
-    assert result.models_reason.endswith("; the tests of the raw tables and marts rebuilt"), "every test ran within the day"
+    assert result.models_reason.endswith("; the key tests of the raw tables and marts rebuilt"), "every test ran within the day"
     load_ids = list(result.loaded.load_info.loads_ids)
     named = [s["commit_message"] for s in _snapshots_after(built_copy, before) if s["commit_message"]]
     assert named and all(message.startswith(f"sync {', '.join(load_ids)}: dbt build") for message in named)
@@ -133,9 +133,12 @@ def test_maintenance_between_a_load_and_its_build_leaves_the_build_what_changed(
     within_the_day = plan()
     assert within_the_day.reason.startswith("changed since the last build: rows of ") and "containers" in within_the_day.reason
     assert "resource_type:test" not in within_the_day.select and within_the_day.every_test_at is not None
+    assert within_the_day.dbt_arguments()[-4:] == ["--exclude", "test_name:accepted_values", "test_name:between",
+                                                   "test_name:not_empty_when"], "the domain tests wait for the day's run"
     monkeypatch.setenv(EVERY_TEST_HOURS_ENV, "0")  # as when a day has passed since a build ran every test
     due = plan()
     assert due.reason.endswith("; every test") and "resource_type:test" in due.select and due.every_test_at is None
+    assert "--exclude" not in due.dbt_arguments()
 
 
 def test_the_dagster_models_build_nothing_when_nothing_changed(built_copy):
