@@ -208,7 +208,8 @@ CLEANUP_GRACE_ENV = setting("OCEAN_TRACKING_CLEANUP_GRACE_MINUTES", "how long a 
                             "stays on disk for the sessions that may still read it, minutes",
                             default=f"{DEFAULT_CLEANUP_GRACE_MINUTES:g}")  # fmt: skip
 EVERY_TEST_HOURS_ENV = setting("OCEAN_TRACKING_EVERY_TEST_HOURS", "how often a build on the lake runs every dbt "
-                               "test (the others test the raw tables and marts they rebuild), hours; 0: every build",
+                               "test (the others test the raw tables and the structure of the marts they rebuild), hours; "
+                               "0: every build",
                                default=f"{DEFAULT_EVERY_TEST_HOURS:g}")  # fmt: skip
 # The DuckDB file's loader `memory_limit` unless configured. A load into the file keeps every block it writes
 # (each table twice: dlt's staging copy and the merged one) in DuckDB's buffer pool, which only gives them back

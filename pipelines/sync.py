@@ -55,10 +55,13 @@ from pipelines.source.bookkeeping import ItemIssuesReport, issues_of_load, loade
 from pipelines.source.map_schedule import DEFAULT_FRESHNESS_BOUND_SECONDS, MapPlan, candidates_sql, plan_maps
 from pipelines.source.resources import SHIPMENT_INCLUDES, history_without_scd2, ocean_tracking
 from pipelines.warehouse import (
+    LOAD_COMMITS,
     SYNC_LOCK_WAIT_SECONDS,
     count_rows,
+    current_snapshot,
     ensure_geometry_view,
     loader_session,
+    name_commits_after,
     set_lake_options,
 )
 from pipelines.warehouse.connections import (
@@ -134,7 +137,8 @@ def load_waiting(pipeline: dlt.Pipeline, target: Target) -> LoadInfo:
     """Load the normalized package into the target, waiting for the warehouse instead of failing.
 
     On a lake, the files it let go more than the cleanup grace ago are deleted first, in the same session
-    (`cleanup_old_files`). A lake's writer lock is taken for the load only (the extraction never holds it),
+    (`cleanup_old_files`), and the load's commits are named after it (`sync <load id>: dlt load`:
+    `name_commits_after`). A lake's writer lock is taken for the load only (the extraction never holds it),
     waited for while a model run, a maintenance run or a write-back publish holds it. A plain DuckDB file another process
     took after the extraction began is waited for, then the package is loaded. Either way an extraction
     is never thrown away, nor fetched again, because the load had to wait: past the wait the package
@@ -151,7 +155,12 @@ def load_waiting(pipeline: dlt.Pipeline, target: Target) -> LoadInfo:
                     # the files the lake let go past their grace (what the nightly maintenance expired, what the
                     # merges since replaced) leave the disk now, not a night later
                     cleanup_old_files(con, cleanup_grace(), metadata_schema=store.catalog_tables_schema)
-                return pipeline.load()
+                    before = current_snapshot(con)
+                info = pipeline.load()
+                with loader_session(pipeline, store) as con:
+                    name_commits_after(con, before, f"{sync_name(info.loads_ids)}: {LOAD_COMMITS}",
+                                       metadata_schema=store.catalog_tables_schema)  # fmt: skip
+                return info
         except WarehouseLockedError as error:
             raise WarehouseLockedError(f"{error} {kept}") from None
     try:
@@ -376,7 +385,7 @@ def sync_account(
         if store is not None:
             if models:
                 models_built = build_models(store, app_url=client.settings.app_url, raw_schema=target.dataset_name,
-                                            analytics_schema=schema, sync_name=sync_name(loaded),
+                                            analytics_schema=schema, sync_name=sync_name(loaded.load_info.loads_ids),
                                             session=partial(loader_session, pipeline, store))
                 result.model_rows, result.models_reason = models_built.rows, models_built.reason
             with loader_session(pipeline, store) as con:
@@ -387,9 +396,10 @@ def sync_account(
     return result
 
 
-def sync_name(loaded: Loaded) -> str:
-    """How the lake's commits of a sync name it: by its dlt load ids (each raw row's `_dlt_load_id`)."""
-    return f"sync {', '.join(loaded.load_info.loads_ids) or '(nothing loaded)'}"
+def sync_name(load_ids: Iterable[str]) -> str:
+    """How the lake's commits of a sync name it (its load's and its build's): by its dlt load ids (each raw
+    row's `_dlt_load_id`)."""
+    return f"sync {', '.join(load_ids) or '(nothing loaded)'}"
 
 
 # The resources a targeted refresh runs: those of the tables notifications name (the registry's `notified`), the

@@ -370,6 +370,7 @@ class WarehouseStore:
 
 
 COMMIT_AUTHOR = "ocean-tracking"  # the author of the lake commits the pipeline names
+LOAD_COMMITS = "dlt load"  # how a load's commits end their name: `sync <load id>: dlt load` (`name_commits_after`)
 
 
 def set_lake_options(con: duckdb.DuckDBPyConnection) -> None:
@@ -391,6 +392,18 @@ def commit_message(con: duckdb.DuckDBPyConnection, message: str) -> None:
     """Name the lake commit of the open transaction `message` (author `ocean-tracking`): DuckLake keeps it
     with the snapshot (`snapshots().commit_message`). It holds only inside an explicit transaction."""
     con.execute(f"call {LAKE_NAME}.set_commit_message(?, ?)", [COMMIT_AUTHOR, message])
+
+
+def name_commits_after(con: duckdb.DuckDBPyConnection, snapshot: int, message: str, *, metadata_schema: str) -> int:
+    """Give the lake's commits after `snapshot` that carry no message `message` (author `ocean-tracking`);
+    returns how many. For an engine that commits in autocommit, where DuckLake keeps no message
+    (`commit_message`): dlt's load commits each job on its own. They are named right after, in the catalog's
+    table of snapshot changes (DuckLake's specification; in `metadata_schema`: `main` in SQLite, the store's
+    schema in PostgreSQL), by a writer holding the writer lock, so no other writer's commit is among them."""
+    changes = f"__ducklake_metadata_{LAKE_NAME}.{metadata_schema}.ducklake_snapshot_changes"
+    named = con.execute(f"update {changes} set author = ?, commit_message = ? where snapshot_id > ? and commit_message is null",
+                        [COMMIT_AUTHOR, message, snapshot]).fetchone()  # fmt: skip
+    return named[0] if named else 0
 
 
 def lake_data_path(con: duckdb.DuckDBPyConnection) -> str:

@@ -63,7 +63,7 @@ from pipelines.settings import (
     lake_retention_days,
     lock_timeout_seconds,
 )
-from pipelines.warehouse import WarehouseStore, lake_data_path
+from pipelines.warehouse import LOAD_COMMITS, WarehouseStore, lake_data_path
 
 # A data file with at least this share of its rows deleted is rewritten without them.
 DELETE_THRESHOLD = 0.1
@@ -168,7 +168,8 @@ def maintain_lake(
 def thin_snapshots(con: duckdb.DuckDBPyConnection, before: datetime, *, metadata_schema: str) -> int:
     """Expire the snapshots committed before `before` that hold a step of a sync, not its state; returns how
     many. A sync commits some forty snapshots, one a step: dlt's staging tables emptied and filled, each table
-    chain's merge, the schema, then the load's row in `_dlt_loads`; then one a model its build rebuilt (named
+    chain's merge, the schema, then the load's row in `_dlt_loads` (all named `sync <load id>: dlt load`,
+    `pipelines.sync.load_waiting`); then one a model its build rebuilt (named
     `<build>: <model>`, `macros/lake_commits.sql`) and the build's record (named `<build>`). In between, a
     reader at that snapshot would see some tables of the sync and not others. DuckLake reads its SQLite
     catalog's tables whole at every transaction (no filter reaches SQLite), so every snapshot kept slows every
@@ -176,7 +177,7 @@ def thin_snapshots(con: duckdb.DuckDBPyConnection, before: datetime, *, metadata
     one-row query took 14.3 ms, 8.7 ms once thinned (BENCHMARKS.md).
 
     Kept: a snapshot that completed a load (inserted a row into a `_dlt_loads` table: every raw table as that
-    sync left it), every named commit but a model's (a complete build's record: every mart as that sync left
+    sync left it), every named commit but a load's step or a model's (a complete build's record: every mart as that sync left
     it; maintenance, write-back, retype), and the newest. So time travel by snapshot or by timestamp finds
     each sync's state; a timestamp inside a sync finds the sync before it, or its completed load. Never a
     snapshot after the one a build record (`models_built`, any account's) was built through: the next build
@@ -192,7 +193,7 @@ def thin_snapshots(con: duckdb.DuckDBPyConnection, before: datetime, *, metadata
     loads = {str(table_id) for (table_id,) in con.execute(
         f"select table_id from __ducklake_metadata_{LAKE_NAME}.{metadata_schema}.ducklake_table "
         "where table_name = '_dlt_loads'").fetchall()}  # fmt: skip
-    model_suffixes = tuple(f": {model.name}" for model in project_models())
+    step_suffixes = (f": {LOAD_COMMITS}", *(f": {model.name}" for model in project_models()))
     steps = []
     for snapshot_id, changes, message in con.execute(
         f"select snapshot_id, changes, commit_message from {LAKE_NAME}.snapshots() where snapshot_time < ? "
@@ -202,7 +203,7 @@ def thin_snapshots(con: duckdb.DuckDBPyConnection, before: datetime, *, metadata
     ).fetchall():
         completes_load = any(table in loads for key in ("tables_inserted_into", "inlined_insert")
                              for table in (changes or {}).get(key) or [])  # fmt: skip
-        if snapshot_id > 0 and not completes_load and (message is None or message.endswith(model_suffixes)):
+        if snapshot_id > 0 and not completes_load and (message is None or message.endswith(step_suffixes)):
             steps.append(snapshot_id)
     if not steps:
         return 0
