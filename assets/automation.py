@@ -3,8 +3,8 @@
 The assets that spend API requests (the ingest) stay on their schedules and the pending-tracking-request
 sensor: they are what costs the account's 100 requests a minute. Everything downstream of them reads only
 the warehouse, so it follows the data instead of a clock: the dbt models (and their tests, which are their
-asset checks), the GeoParquet and the PNG maps carry `AutomationCondition.eager()`, which they take from
-`automation_for` here where they are defined (`assets.models`' translator, `assets.maps`). After any ingest
+asset checks), the GeoParquet, the PNG maps and the team page carry `AutomationCondition.eager()`, which they take from
+`automation_for` here where they are defined (`assets.models`' translator, `assets.maps`, `assets.page`). After any ingest
 (scheduled, sensor-driven or launched by hand from the UI) the next evaluation of the automation sensor
 requests every downstream asset whose upstream changed, in dependency order, in one run; an asset whose
 upstream did not change is not requested, and nothing is requested twice for one change.
@@ -21,8 +21,9 @@ import dagster as dg
 
 AUTOMATION_SENSOR_NAME = "follow_upstream_changes"
 AUTOMATION_INTERVAL_SECONDS = 30
+PAGE_GROUP = "page"  # the team page (assets.page)
 # Downstream groups: they read the warehouse only, never the API.
-FOLLOWING_GROUPS = ("analytics_staging", "analytics", "maps")
+FOLLOWING_GROUPS = ("analytics_staging", "analytics", "maps", PAGE_GROUP)
 
 
 def automation_for(group_name: str | None, *, root: bool = False) -> dg.AutomationCondition | None:

@@ -26,6 +26,7 @@ import requests
 from rich.console import Console
 from rich.table import Table
 
+from pipelines.page.render import team_page_path
 from pipelines.settings import (
     ANALYTICS_SCHEMA,
     API_KEY_ENV,
@@ -193,6 +194,7 @@ def print_summary(warehouse: WarehouseStore, sandbox: SandboxProcess, seconds: f
     console.print(f"GeoParquet: {geoparquet_path()}")
     console.print(f"Route maps: {routes}/*.png ({len(list(routes.glob('*.png')))}), "
                   f"overview {maps_dir() / 'overview.png'}")
+    console.print(f"Team page (open it in a browser, offline): {team_page_path()}")
     console.print("Query it (read-only, also while a run writes): .venv/bin/python -m pipelines lake session")
     console.print(f"Done in {seconds:.0f}s. Open the Dagster UI on this run: bash scripts/dagster-dev")
 

@@ -18,7 +18,7 @@ PACKAGES = ("pipelines", "assets", "sandbox", "demo")
 MAX_MODULE_LINES = 500
 LONG_MODULE_REASON = "# longer than 500 lines because"
 # The pipeline's rooms hold few modules, none past this many lines, and no fragment only one module uses.
-MAX_PIPELINE_MODULES = 38  # 36th: pipelines/warehouse/retype.py (`lake migrate --retype`); 37th: warehouse/session.py (the analysts' session, apart from the models' runner); 38th: warehouse/dbt_plugin.py (so no command imports dbt until it builds)
+MAX_PIPELINE_MODULES = 40  # 36th: pipelines/warehouse/retype.py (`lake migrate --retype`); 37th: warehouse/session.py (the analysts' session, apart from the models' runner); 38th: warehouse/dbt_plugin.py (so no command imports dbt until it builds); 39th-40th: pipelines/page (the team page: what it shows, read from the marts; drawn and written)
 MAX_PIPELINE_MODULE_LINES = 600
 MIN_SHARED_MODULE_LINES = 60
 

@@ -1,7 +1,8 @@
 """The command line, `python -m pipelines` (or `ocean-tracking`): `sync` extracts an account into a
 destination and builds the analytics models; `refresh` loads only what webhook notifications name, or the
 route maps a budget allows; the write-back commands change the account; `webhooks` receives notifications;
-`lake` opens an analyst's session on the lake, backs it up, restores, migrates and maintains it. Here are
+`lake` opens an analyst's session on the lake, backs it up, restores, migrates and maintains it; `page`
+writes the team page. Here are
 `main`, the parser, `sync` and `refresh`; the other command groups are in `pipelines.cli.commands`.
 
 Errors the user can act on are one line on stderr, exit code 2, no traceback (`--debug` shows it); Ctrl-C
@@ -32,7 +33,14 @@ from rich.text import Text
 from pipelines.api import account_named
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import Settings, load_settings
-from pipelines.cli.commands import console, errors, register_lake, register_webhooks, register_writeback
+from pipelines.cli.commands import (
+    console,
+    errors,
+    register_lake,
+    register_page,
+    register_webhooks,
+    register_writeback,
+)
 from pipelines.errors import ConfigurationError, PipelineError
 from pipelines.geo import export_map_features_geoparquet
 from pipelines.journals import NotificationJournal
@@ -91,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     refresh.set_defaults(handler=run_refresh)
     register_writeback(commands)
     register_lake(commands)
+    register_page(commands)
     register_webhooks(commands)
     return parser
 

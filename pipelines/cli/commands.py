@@ -49,6 +49,7 @@ from pipelines.api.config import ApiKey, Settings, load_settings
 from pipelines.errors import ConfigurationError
 from pipelines.journals import NotificationJournal, describe
 from pipelines.journals.writes import writeback_session
+from pipelines.page.render import team_page_path, write_team_page
 from pipelines.settings import (
     ACCOUNTS_ENV,
     ANALYTICS_SCHEMA,
@@ -288,6 +289,31 @@ def run_lake_maintain(args: argparse.Namespace) -> int:
         f"{before.files_on_disk:,} -> {after.files_on_disk:,}, snapshots {before.snapshots:,} -> "
         f"{after.snapshots:,} (kept {report.retention_days:g} days).", soft_wrap=True,
     )  # fmt: skip
+    return 0
+
+
+def register_page(commands: argparse._SubParsersAction) -> None:
+    """Add the `page` command (the team page) to the `python -m pipelines` parser."""
+    page = commands.add_parser(
+        "page", help="write the team page: carrier scorecard, demurrage at risk, dwell, emissions, the map",
+        description="Write the team page from the models: one HTML file that opens from disk with no network "
+        "(carrier scorecard, demurrage and detention at risk, dwell and transit, emissions, the containers at sea "
+        "on a map). Left as it is when nothing it shows changed.")  # fmt: skip
+    page.add_argument("--account", help=f"this account's models (of those named in {ACCOUNTS_ENV})")
+    page.add_argument("--output", type=Path, default=None, help=f"where to write it (default {team_page_path()}; "
+                      "team_page_<account>.html for a named account)")  # fmt: skip
+    page.add_argument("--duckdb", type=Path, default=None, help="read this DuckDB file instead of the lake")
+    page.set_defaults(handler=run_page)
+
+
+def run_page(args: argparse.Namespace) -> int:
+    """Write the account's team page and say where, or that it was already current."""
+    account = account_named(args.account)
+    title = "Ocean tracking" if account.name is None else f"Ocean tracking: {account.name}"
+    page = write_team_page(embedded_store(duckdb_file=args.duckdb), args.output or team_page_path(account),
+                           title=title, analytics_schema=account.analytics_schema, dataset_name=account.dataset_name)  # fmt: skip
+    said = "written" if page.written else "already shows the current models (left as it was)"
+    console.print(f"Team page {page.path} ({page.bytes:,} bytes): {said}. Open it in a browser.", soft_wrap=True)
     return 0
 
 

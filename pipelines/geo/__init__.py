@@ -43,6 +43,8 @@ import duckdb
 from pipelines.settings import DATASET_NAME
 from pipelines.warehouse import WarehouseStore
 
+# The land outline the maps draw (Natural Earth 1:110m, vendored: `pipelines.geo.frame` says how it was made).
+LAND_PATH = Path(__file__).resolve().parent / "reference_data" / "land_110m.geojson"
 STATE_KEY = "ocean_tracking_map_state"  # the footer key-value entry naming the table state written
 EXPORT_VERSION = 2  # part of the recorded state: a change to the export's SQL rewrites every old file
 GEOMETRY_TYPE = "GEOMETRY('EPSG:4326')"

@@ -62,6 +62,7 @@ import numpy as np
 import shapely
 from matplotlib.transforms import Bbox
 
+from pipelines.geo import LAND_PATH
 from pipelines.geo.features import known_positions, split_antimeridian
 
 DENSIFY_DEGREES = 2.0  # lines are densified to this step before their longitudes are looked at
@@ -293,7 +294,6 @@ def fit_extent(
     return (cx - w / 2.0, cx + w / 2.0, ymin_out, ymin_out + h), scale
 
 
-LAND_PATH = Path(__file__).resolve().parent / "reference_data" / "land_110m.geojson"
 ATTRIBUTION = "Land: Natural Earth 1:110m (public domain)"
 
 

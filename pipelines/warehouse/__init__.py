@@ -258,9 +258,9 @@ class WarehouseStore:
     @contextmanager
     def connect(self, *, read_only: bool = False, search_path: Sequence[str] = ()) -> Iterator[duckdb.DuckDBPyConnection]:
         """A DuckDB session on the warehouse, spatial loaded, and of `search_path` the schemas that exist
-        on the search path. On a lake a read-only session never waits and never blocks the writer; a
-        writing one should be opened inside `writing()`. A DuckDB file held by another process is waited
-        for (bounded, naming the holder)."""
+        on the search path. On a lake a read-only session never waits and never blocks the writer; a writing
+        one belongs inside `writing()`. A DuckDB file held by another process is waited for (bounded, naming
+        the holder); a missing one read-only is one line (`require_exists`), not DuckDB's IOException."""
         if self.is_lake:
             con = offline_connection()
             try:
@@ -282,6 +282,8 @@ class WarehouseStore:
                 con.close()
                 raise
         else:
+            if read_only:
+                self.require_exists()
             self.duckdb_file.parent.mkdir(parents=True, exist_ok=True)
             con = connect_waiting(self.duckdb_file, read_only=read_only)
             load_spatial(con)
@@ -395,15 +397,13 @@ def commit_message(con: duckdb.DuckDBPyConnection, message: str) -> None:
 
 
 def name_commits_after(con: duckdb.DuckDBPyConnection, snapshot: int, message: str, *, metadata_schema: str) -> int:
-    """Give the lake's commits after `snapshot` that carry no message `message` (author `ocean-tracking`);
-    returns how many. For an engine that commits in autocommit, where DuckLake keeps no message
-    (`commit_message`): dlt's load commits each job on its own. They are named right after, in the catalog's
-    table of snapshot changes (DuckLake's specification; in `metadata_schema`: `main` in SQLite, the store's
-    schema in PostgreSQL), by a writer holding the writer lock, so no other writer's commit is among them."""
+    """Name `message` (author `ocean-tracking`) the lake's commits after `snapshot` that have no message; returns
+    how many. For dlt's load, which commits each job in autocommit, where DuckLake keeps no message: named
+    right after, in the catalog's table of snapshot changes (DuckLake's specification; in `metadata_schema`),
+    by a writer holding the writer lock, so no other writer's commit is among them."""
     changes = f"__ducklake_metadata_{LAKE_NAME}.{metadata_schema}.ducklake_snapshot_changes"
-    named = con.execute(f"update {changes} set author = ?, commit_message = ? where snapshot_id > ? and commit_message is null",
-                        [COMMIT_AUTHOR, message, snapshot]).fetchone()  # fmt: skip
-    return named[0] if named else 0
+    return con.execute(f"update {changes} set author = ?, commit_message = ? where snapshot_id > ? and commit_message "
+                       "is null", [COMMIT_AUTHOR, message, snapshot]).fetchone()[0]  # fmt: skip
 
 
 def lake_data_path(con: duckdb.DuckDBPyConnection) -> str:
