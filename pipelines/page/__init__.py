@@ -124,8 +124,8 @@ def read_page_figures(con: duckdb.DuckDBPyConnection, *, analytics_schema: str, 
                        or e.blocking_hold_count > 0)
                 order by e.days_past_last_free_day desc nulls last, e.free_days_left nulls last,
                          e.container_number"""),
-            dwell=_distribution(con, a, "terminal_dwell", "terminal"),
-            transit=_distribution(con, a, "port_to_port", "lane"),
+            dwell=_distribution(con, a, dataset_name, "terminal_dwell", "terminal"),
+            transit=_distribution(con, a, dataset_name, "port_to_port", "lane"),
             emissions_by_carrier=_rows(con, f"""
                 select carrier_scac, count(*) as legs, sum(co2e_kg) / 1000 as co2e_tonnes,
                        sum(co2e_kg) * 1000 / nullif(sum(teu * distance_km), 0) as g_co2e_per_teu_km
@@ -149,10 +149,11 @@ def read_page_figures(con: duckdb.DuckDBPyConnection, *, analytics_schema: str, 
     return figures
 
 
-def _distribution(con: duckdb.DuckDBPyConnection, schema: str, measure: str, dimension: str) -> list[dict[str, Any]]:
-    """The `measure`'s percentiles by `dimension` (a terminal by the name container_status gives its id)."""
-    names = (f"(select pod_terminal_id as id, any_value(pod_terminal_name) as name from {schema}.container_status "
-             "group by pod_terminal_id)")
+def _distribution(con: duckdb.DuckDBPyConnection, schema: str, dataset_name: str, measure: str,
+                  dimension: str) -> list[dict[str, Any]]:
+    """The `measure`'s percentiles by `dimension`, labelled: a terminal by its name (the raw `terminals`)."""
+    names = (f'(select id, any_value(name) as name from "{dataset_name}".terminals group by id)'
+             if table_exists(con, dataset_name, "terminals") else "(select null as id, null as name)")
     return _rows(con, f"""
         select p.dimension_value, coalesce(n.name, p.dimension_value) as label, p.observations,
                p.p50_hours / 24 as p50_days, p.p90_hours / 24 as p90_days

@@ -15,6 +15,7 @@ the browser test) can compare it with the mart it came from; the charts draw the
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import math
@@ -33,7 +34,6 @@ from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME, Account, data_dir
 from pipelines.warehouse import WarehouseStore, table_exists
 
 PAGE_FILE_NAME = "team_page.html"
-PAGE_VERSION = 1  # part of the recorded state: raise it when the page's layout changes, to rewrite old pages
 STATE_PATTERN = re.compile(rb'<meta name="page-state" content="([^"]*)"')
 MAP_HEIGHT = 460
 CHART_WIDTH = 560
@@ -63,7 +63,7 @@ def write_team_page(store: WarehouseStore, out_path: Path, *, title: str = "Ocea
         if not table_exists(con, analytics_schema, "container_status"):
             raise ConfigurationError(f"No models in {store.place} (schema {analytics_schema}) to draw the team page "
                                      "from: run a sync with models first (python -m pipelines sync).")  # fmt: skip
-        state = f"v{PAGE_VERSION}:{page_state(con, analytics_schema=analytics_schema, dataset_name=dataset_name)}"
+        state = f"{page_code()}:{page_state(con, analytics_schema=analytics_schema, dataset_name=dataset_name)}"
         if recorded_state(out_path) == state:
             return TeamPage(out_path, written=False, bytes=out_path.stat().st_size)
         figures = read_page_figures(con, analytics_schema=analytics_schema, dataset_name=dataset_name)
@@ -76,6 +76,16 @@ def write_team_page(store: WarehouseStore, out_path: Path, *, title: str = "Ocea
     finally:
         partial.unlink(missing_ok=True)
     return TeamPage(out_path, written=True, bytes=len(page))
+
+
+@cache
+def page_code() -> str:
+    """A digest of the code that reads and draws the page (this package): part of the state a page records,
+    so a release that changes the page rewrites every page once."""
+    digest = hashlib.sha256()
+    for module in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(module.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def recorded_state(path: Path) -> str | None:
