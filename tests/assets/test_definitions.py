@@ -24,6 +24,7 @@ from assets.ingest import INGEST_KEYS, asset_key, ocean_tracking_assets
 from assets.maintenance import lake_maintenance, lake_maintenance_job, lake_maintenance_schedule
 from assets.maps import map_assets
 from assets.models import model_assets
+from assets.page import team_page
 from assets.resources import OCEAN_TRACKING_POOL
 from assets.schedules import full_sync_job, full_sync_schedule, refresh_job, refresh_schedule
 from assets.sensors import follow_up_job, pending_tracking_requests_sensor
@@ -43,7 +44,7 @@ LOCATION = "ocean_tracking"
 # The location as assets/definitions.py listed it by hand before `assets/` became the defs folder: the folder
 # must load exactly these, no more (a module-level object nobody meant to deploy) and no fewer.
 HAND_BUILT = dg.Definitions(
-    assets=[ocean_tracking_assets, *model_assets, *map_assets, lake_maintenance],
+    assets=[ocean_tracking_assets, *model_assets, *map_assets, team_page, lake_maintenance],
     asset_checks=[*ingest_checks, webhook_feed_is_live],
     jobs=[full_sync_job, refresh_job, follow_up_job, apply_notifications_job, route_maps_job, lake_maintenance_job,
           *writeback_jobs],
@@ -141,7 +142,7 @@ def test_the_defs_folder_holds_what_the_hand_built_location_held():
     loaded = names(defs)
     assert loaded == names(HAND_BUILT)
     counts = {kind: len(loaded[kind]) for kind in ("assets", "jobs", "sensors", "schedules")}
-    assert counts == {"assets": 56, "jobs": 10, "sensors": 6, "schedules": 3}
+    assert counts == {"assets": 57, "jobs": 10, "sensors": 6, "schedules": 3}
     assert set(defs.resources) == {"ocean_tracking_api", "warehouse"}
     assert defs.executor is dg.in_process_executor
 
@@ -195,4 +196,4 @@ def test_dg_checks_and_lists_the_location_ocean_tracking(where, request, tmp_pat
     assert {sensor["name"] for sensor in listing["sensors"]} == expected["sensors"]
     assert {resource["name"] for resource in listing["resources"]} == {"ocean_tracking_api", "warehouse"}
     counts = {kind: len(listing[kind]) for kind in ("assets", "jobs", "sensors", "schedules")}
-    assert counts == {"assets": 56, "jobs": 9, "sensors": 6, "schedules": 3}
+    assert counts == {"assets": 57, "jobs": 9, "sensors": 6, "schedules": 3}
