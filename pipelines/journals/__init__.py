@@ -20,23 +20,19 @@ are SQLAlchemy Core, compiled for either database; `JournalDatabase` holds what 
   Every wait is bounded by the lock timeout (a held SQLite write lock, a PostgreSQL row's `lock_timeout`); a
   PostgreSQL session stalled inside a transaction ends after 60 s.
 - **Created once, however many processes start at once**: a new SQLite file is made WAL and given its tables
-  under the lock file `<journal>.create.lock` (switching a file to WAL answers "database is locked" at once,
-  without waiting, to a second process doing the same). Concurrent `CREATE ... IF NOT EXISTS` is not safe in
-  PostgreSQL (both see the schema missing, one fails on a catalog index), so the DDL runs under a session
+  under the lock file `<journal>.create.lock` (a second process switching it to WAL would fail at once). On
+  PostgreSQL (where concurrent `CREATE ... IF NOT EXISTS` fails on a catalog index) the DDL runs under a session
   advisory lock keyed by the journal (never the password), only when `to_regclass` misses a table or index (a
-  role without CREATE uses the tables made for it), in a transaction begun once the lock is held (one begun
-  before keeps the catalog it cached).
-- A connection the server dropped is replaced at the next call (SQLAlchemy's pool; the call that met it fails,
-  so the receiver answers 503 and the service delivers again), never inside a transaction.
+  role without CREATE uses the tables made for it), in a transaction begun once the lock is held.
+- A dropped connection is replaced at the next call (the one that met it fails: the receiver answers 503).
 - **Errors**: `errors` mean "cannot be used right now" (the receiver's 503). Opening is refused in one line: a
   file that is not a journal says what to do; a server names host, port, database and the setting, never the
   password. No error shows a statement's parameters (an upload URL is one).
 
-The notification journal holds one row per notification the service sent, recorded (committed) before the
-receiver answers 2xx; its `data.id` is the idempotency key (a retried delivery is left alone). A consumer takes
-the `pending` rows in the order the service created them, applies them and marks them `applied` (or `failed`,
-retried later); `applied_versions` keeps per object the newest notification applied, so an older one arriving
-late never overwrites newer state. One consumer at a time (`consuming()`, on any host), from taking the pending
+The notification journal holds one row per notification the service sent, committed before the receiver
+answers 2xx, keyed by its `data.id` (a retried delivery is left alone). A consumer applies the `pending` rows in
+the order the service created them and marks them `applied` (when its load committed) or `failed`;
+`applied_versions` keeps per object the newest applied, so an older one arriving late never overwrites newer state. One consumer at a time (`consuming()`, on any host), from taking the pending
 rows until they are marked; not row locks (`FOR UPDATE SKIP LOCKED`): a refresh holds its rows for a whole
 load, and two consumers of disjoint rows could still load an object's older notification after another loaded
 its newer one. A named account has its own journal (its file `settings.webhook_journal_path(account)`, or the
@@ -186,8 +182,7 @@ class JournalDatabase:
         return f"JournalDatabase({self.describe()})"
 
     def describe(self) -> str:
-        """The journal's place for messages and reprs: the file, or `postgresql://host:port/database (schema
-        ...)`, never the password."""
+        """The journal's place for messages: the file, or `postgresql://host:port/database (schema ...)`, no password."""
         return str(self.path) if self.url is None else f"postgresql://{self.url.where} (schema {self.schema})"
 
     def connect(self) -> Connection:
@@ -311,6 +306,7 @@ notifications = Table(
     Column("status", Text, nullable=False, server_default=PENDING), Column("error", Text),
     Column("applied_at", Text), Column("run_id", Text),
     Index("notifications_by_status", "status", "created_at", "seq"),
+    Index("notifications_by_applied_at", "applied_at"),
     sqlite_autoincrement=True,
 )  # fmt: skip
 applied_versions = Table("applied_versions", NOTIFICATION_TABLES, Column("object_key", Text, primary_key=True),
@@ -320,8 +316,9 @@ heartbeat = Table(
     Column("only_row", BigInteger, CheckConstraint("only_row = 1"), primary_key=True, autoincrement=False),
     Column("beat_at", Text, nullable=False), Column("url", Text, nullable=False), Column("pid", BigInteger, nullable=False),
 )  # fmt: skip
-_LISTED = select(notifications.c["id", "event", "created_at", "received_at", "reference_type", "reference_id",
-                                  "body", "status", "error"]).order_by(notifications.c.created_at, notifications.c.seq)
+_LISTED = select(notifications.c["id", "event", "created_at", "received_at", "reference_type", "reference_id", "body",
+                                  "status", "error", "applied_at", "run_id"]).order_by(notifications.c.created_at,
+                                                                                       notifications.c.seq)
 # built once: the receiver, the consumer and the sensors run these again and again
 _MARK = update(notifications).where(notifications.c.id == bindparam("ident"))  # SET: the columns given
 _COUNTS = select(notifications.c.status, func.count()).group_by(notifications.c.status)
@@ -336,8 +333,8 @@ def postgres_schema(account: Account | None = None) -> str:
 
 @dataclass(frozen=True)
 class Notification:
-    """One journaled notification: its id (the idempotency key), event name, when the service created it
-    and when it arrived (UTC), the object it is about, the whole parsed document, and where it stands."""
+    """One journaled notification: its id (the idempotency key), event, when the service created it and when it
+    arrived (UTC), its object, the parsed document, its status, and when (by which run) its load committed."""
 
     id: str
     event: str
@@ -348,6 +345,8 @@ class Notification:
     document: dict[str, Any]
     status: str
     error: str | None
+    applied_at: datetime | None = None
+    run_id: str | None = None
 
 
 def _stamp(moment: datetime) -> str:
@@ -503,23 +502,28 @@ class NotificationJournal:
 
     def pending(self, limit: int | None = None) -> list[Notification]:
         """The notifications still to apply, in the order the service created them (then arrival order)."""
-        return self._listed(PENDING, limit)
+        return self._listed(notifications.c.status == PENDING, limit=limit)
 
     def failed(self, limit: int = 100) -> list[Notification]:
         """The notifications whose application failed (oldest first), with their errors."""
-        return self._listed(FAILED, limit)
+        return self._listed(notifications.c.status == FAILED, limit=limit)
 
-    def _listed(self, status: str, limit: int | None) -> list[Notification]:
-        query = _LISTED.where(notifications.c.status == status)
-        if limit is not None:
-            query = query.limit(int(limit))
+    def applied_since(self, since: datetime) -> list[Notification]:
+        """The notifications applied at or after `since` (oldest created first): the feed's lag behind the service."""
+        return self._listed(notifications.c.applied_at >= _stamp(since))
+
+    def delivered_between(self, since: datetime, until: datetime) -> list[Notification]:
+        """The notifications that arrived in [since, until), whatever their status (a measurement's window)."""
+        return self._listed(notifications.c.received_at >= _stamp(since), notifications.c.received_at < _stamp(until))
+
+    def _listed(self, *where: Any, limit: int | None = None) -> list[Notification]:
         with self._lock, self._db.connect() as connection:
-            rows = connection.execute(query).all()
+            rows = connection.execute(_LISTED.where(*where).limit(limit)).all()
         return [
             Notification(id=ident, event=event, created_at=_instant(created), received_at=_instant(received),
                          reference_type=ref_type, reference_id=ref_id, document=_json(body), status=state,
-                         error=error)
-            for ident, event, created, received, ref_type, ref_id, body, state, error in rows
+                         error=error, applied_at=_instant(applied) if applied else None, run_id=run_id)
+            for ident, event, created, received, ref_type, ref_id, body, state, error, applied, run_id in rows
         ]
 
     def mark_applied(self, ids: Iterable[str], run_id: str | None = None) -> None:
