@@ -29,7 +29,7 @@ from __future__ import annotations
 import gc
 import ipaddress
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -48,7 +48,7 @@ from pipelines.api import rows_by_type
 from pipelines.api.client import OceanTrackingClient
 from pipelines.compat import lake_connections_kept
 from pipelines.errors import AuthenticationError, ConfigurationError, NotFoundError
-from pipelines.journals import NotificationJournal
+from pipelines.journals import Notification, NotificationJournal
 from pipelines.settings import SOURCE_NAME, cleanup_grace
 from pipelines.source import TABLES
 from pipelines.source.bookkeeping import ItemIssuesReport, issues_of_load, loaded_rows
@@ -472,16 +472,17 @@ def _refresh_from_notifications(client: OceanTrackingClient, target: Target, jou
             gone[request_id] = f"tracking request {request_id} is not found at the service"
     tracking_rows = rows_by_type({"data": tracking_requests}).get("tracking_request", []) if tracking_requests else []
 
+    failed = _failed_notices(notices, batch.unresolved, gone)
+    applied = [notice_id for notice_id in batch.applied if notice_id not in failed]
     pipeline = known_pipeline(target, pipelines_dir)
     source = ocean_tracking(
         client=client, include_maps=False, shipment_documents=documents,
         loaded_event_ids=loaded_event_ids(pipeline, _container_ids(documents)),
         tracking_request_rows=tracking_rows,
+        applied_notifications=applied_rows(pending, {*applied, *batch.superseded}),
     ).with_resources(*TARGETED_RESOURCES)
     loaded = load_account(pipeline, source, target, client=client)
 
-    failed = _failed_notices(notices, batch.unresolved, gone)
-    applied = [notice_id for notice_id in batch.applied if notice_id not in failed]
     journal.record_applied_versions({key: when for key, when in batch.versions.items()
                                      if key.split("/", 1)[1] not in gone})  # fmt: skip
     journal.mark_applied([*applied, *batch.superseded], run_id)
@@ -491,6 +492,14 @@ def _refresh_from_notifications(client: OceanTrackingClient, target: Target, jou
     fetched = len(batch.to_fetch - gone.keys())
     return RefreshResult(loaded, len(applied), len(batch.superseded), failed, len(documents), fetched,
                          len(tracking_rows), client.stats())
+
+
+def applied_rows(notifications: Iterable[Notification], ids: Collection[str]) -> list[dict[str, Any]]:
+    """The `notifications_applied` rows of the notifications `ids` names: loaded with the changes they name, so
+    the warehouse itself says how far behind the service it is (`webhook_freshness`)."""
+    return [{"id": n.id, "event": n.event, "created_at": n.created_at, "received_at": n.received_at,
+             "reference_type": n.reference_type, "reference_id": n.reference_id}
+            for n in notifications if n.id in ids]
 
 
 def _applied_versions(journal: NotificationJournal, notices: list[Notice]) -> dict[str, datetime]:
@@ -545,6 +554,7 @@ class MapRefreshResult:
     plan: MapPlan
     loaded: Loaded | None
     api_stats: dict[str, Any] = field(default_factory=dict)
+    yielded: bool = False  # stopped early for waiting notifications: the rest of the plan is still due
 
 
 def plan_map_refresh(pipeline: dlt.Pipeline, budget: int, *, now: datetime | None = None,
@@ -558,13 +568,21 @@ def plan_map_refresh(pipeline: dlt.Pipeline, budget: int, *, now: datetime | Non
 
 def refresh_maps(client: OceanTrackingClient, target: Target, budget: int, *,
                  bound_seconds: float = DEFAULT_FRESHNESS_BOUND_SECONDS,
-                 pipelines_dir: str | Path | None = None) -> MapRefreshResult:
-    """Fetch the route maps the scheduler ranks first, at most `budget` requests, and load them."""
+                 pipelines_dir: str | Path | None = None, yield_to: Callable[[], bool] | None = None) -> MapRefreshResult:
+    """Fetch the route maps the scheduler ranks first, at most `budget` requests, and load them; stop fetching
+    early, loading what was fetched, once `yield_to()` is true (webhook notifications waiting for the warehouse)."""
     pipeline = known_pipeline(target, pipelines_dir)
     plan = plan_map_refresh(pipeline, budget, bound_seconds=bound_seconds)
     logger.info("Map refresh: %s", plan.explain())
     if not plan.chosen:
         return MapRefreshResult(plan, None, client.stats())
-    source = ocean_tracking(client=client, scheduled_maps=plan.chosen).with_resources("map_features")
+    yielded: list[bool] = []
+
+    def yielding() -> bool:
+        if yield_to is not None and yield_to():
+            yielded.append(True)
+        return bool(yielded)
+
+    source = ocean_tracking(client=client, scheduled_maps=plan.chosen, yield_to=yielding).with_resources("map_features")
     loaded = load_account(pipeline, source, target, client=client)
-    return MapRefreshResult(plan, loaded, client.stats())
+    return MapRefreshResult(plan, loaded, client.stats(), yielded=bool(yielded))

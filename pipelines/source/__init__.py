@@ -207,6 +207,16 @@ TABLES: dict[str, RawTable] = {table.name: table for table in (
                  _entity("entity_id", "entity_type", "shipment", "shipments"),
                  _entity("entity_id", "entity_type", "container", "containers"),
                  _entity("entity_id", "entity_type", "tracking_request", "tracking_requests"))),
+    RawTable("notifications_applied", "Webhook notifications applied by a targeted refresh, loaded with the rows they "
+             "changed: when the service created each and when it arrived (its load's `_dlt_loads.inserted_at` is when "
+             "its change became queryable). `webhook_freshness` reads the lag from it.",
+             declared=False, resource=False, notified=True,
+             columns={"id": {"data_type": "text", "nullable": False},
+                      "event": {"data_type": "text", "nullable": True},
+                      "created_at": {"data_type": "timestamp", "nullable": True},
+                      "received_at": {"data_type": "timestamp", "nullable": True},
+                      "reference_type": {"data_type": "text", "nullable": True},
+                      "reference_id": {"data_type": "text", "nullable": True}}),
     RawTable("sync_issues", "Items (a map, a container's events, a terminal, port or vessel) that failed after "
              "their retries and were skipped: one row each while it fails, deleted when a sync fetches it again.",
              primary_key=("resource", "item_id"), declared=False, resource=False,

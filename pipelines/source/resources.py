@@ -5,17 +5,13 @@ Request plan (the service allows 100 requests a minute per account, 100 rows a p
 - `/shipments?include=containers,containers.transport_events,<terminals>,<ports>` pages bring
   shipments, their containers, transport events, terminals and ports in one stream. A non-selected
   resource (`shipment_pages`) yields each page once; dlt forks it to the transformers below.
-- Terminals, ports and vessels named by a relationship but never included are fetched by id, once per
-  id ever.
+- Terminals, ports and vessels named by a relationship but never included are fetched by id, once ever.
 - Transport events: when a page did not include them (the real service may ignore the nested include),
   a container's `/transport_events` is fetched only when its event ids changed since they were recorded.
-- `/tracking_requests` is incremental on `updated_at` (the only endpoint with an updated-since filter),
-  re-reading a lag window so rows updated at the boundary are not lost.
+- `/tracking_requests` is incremental on `updated_at` (the only updated-since filter), re-reading a lag window.
 - Maps: see `pipelines.source.map_schedule`.
-- Custom field definitions and values: two paged lists, on a cadence of their own (daily by default:
-  `custom_field_resources`).
-- Once the shipment pages complete, shipments the warehouse holds and the listing lacks have left the
-  account: flagged in `departed_shipments` (`pipelines.source.pages`), never deleted.
+- Custom field definitions and values: two paged lists, daily by default (`custom_field_resources`).
+- Shipments the warehouse holds and a complete listing lacks left the account: flagged in `departed_shipments`.
 - What was fetched and loaded is kept in the warehouse's `fetch_log` table, not in dlt state (see
   `pipelines.source.bookkeeping`): a shipment whose bundle (the shipment, its containers, their events)
   is unchanged since it was loaded is not loaded again, nor is an unchanged reference, party or shipping
@@ -33,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -141,6 +137,8 @@ def ocean_tracking(
     loaded_event_ids: Collection[str] = (),
     scheduled_maps: Sequence[tuple[str, str]] | None = None,
     tracking_request_rows: Sequence[dict[str, Any]] | None = None,
+    applied_notifications: Sequence[dict[str, Any]] | None = None,
+    yield_to: Callable[[], bool] | None = None,
 ) -> Iterable[DltResource]:
     """Build the source's resources around one API client.
 
@@ -154,7 +152,8 @@ def ocean_tracking(
     pairs whose route maps the map-freshness scheduler chose; and `tracking_request_rows`, flattened
     tracking requests to merge (`notified_tracking_requests`, beside the incremental resource, whose
     cursor they must not move). Every row then goes through the same transformers, so it is loaded exactly
-    as the full sync would load it.
+    as the full sync would load it; `applied_notifications` (rows of `notifications_applied`) load with them.
+    A map refresh stops fetching once `yield_to()` is true (notifications waiting) and loads what it has.
     """
     client = client or OceanTrackingClient()
     issues = ItemIssues(client)
@@ -307,6 +306,8 @@ def ocean_tracking(
         for container_id, phase in phases:
             if container_id not in due:
                 continue
+            if page.scheduled_maps is not None and yield_to is not None and yield_to():
+                break  # webhook notifications wait: the maps fetched so far are loaded, the rest wait
             path = f"/containers/{container_id}/map_geojson"
             try:
                 collection = issues.fetch("map_features", container_id, client.get, path)
@@ -374,6 +375,8 @@ def ocean_tracking(
 
     return (
         *([notified_tracking_requests] if tracking_request_rows is not None else []),
+        *([dlt.resource(list(applied_notifications), name="notifications_applied", **resource_hints(
+            "notifications_applied"))] if applied_notifications is not None else []),
         shipment_pages,
         shipments,
         shipment_eta_history,

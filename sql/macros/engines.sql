@@ -46,6 +46,17 @@ read x as latitude, so the GeoJSON coordinates are flipped first (JFK-LHR = 5,55
     cast(round(cast(extract(epoch from ({{ later }} - {{ earlier }})) / 3600 as numeric), 2) as double precision)
 {%- endmacro %}
 
+{#- `later - earlier` in seconds, rounded to 3 decimals (a double; null when either is null). -#}
+{% macro seconds_between(later, earlier) -%}
+    {{ return(adapter.dispatch('seconds_between', 'ocean_tracking')(later, earlier)) }}
+{%- endmacro %}
+{% macro duckdb__seconds_between(later, earlier) -%}
+    round(epoch({{ later }} - {{ earlier }}), 3)
+{%- endmacro %}
+{% macro default__seconds_between(later, earlier) -%}
+    cast(round(cast(extract(epoch from ({{ later }} - {{ earlier }})) as numeric), 3) as double precision)
+{%- endmacro %}
+
 {#- Any one value of the group (the groups these are used on hold one). -#}
 {% macro any_value(expression) -%}
     {{ return(adapter.dispatch('any_value', 'ocean_tracking')(expression)) }}

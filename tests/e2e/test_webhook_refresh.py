@@ -14,7 +14,7 @@ import requests
 
 from pipelines.journals import NotificationJournal
 from pipelines.settings import webhook_journal_path
-from pipelines.sync import refresh_from_notifications
+from pipelines.sync import refresh_from_notifications, refresh_maps
 from pipelines.warehouse.destinations import ducklake_target
 from pipelines.webhooks import shipments_named, signature
 from pipelines.webhooks.receiver import ReceiverThread, register_webhook
@@ -72,6 +72,10 @@ def test_a_targeted_refresh_loads_what_a_full_sync_loads_for_a_fraction_of_the_r
                                                 pipelines_dir=tmp_path / "a" / "dlt")
         assert journal.pending() == [] and journal.counts()["applied"] == len(pending)
     assert result.failed == {} and result.shipments == len(named)
+    with first.store.connect(read_only=True, search_path=("ocean_tracking",)) as con:  # each with its load's commit
+        applied = con.execute("select n.id from notifications_applied n join _dlt_loads l on l.load_id = n._dlt_load_id "
+                              "where l.inserted_at >= n.received_at").fetchall()
+    assert sorted(row[0] for row in applied) == sorted(n.id for n in pending)
     refreshed_requests = sum(result.api_stats["requests"].values())
     second = sync_once(server, tmp_path / "b", include_maps=False)  # the same instant: the clock stands still
     assert refreshed_requests * 10 <= second.requests, (refreshed_requests, second.requests)
@@ -139,3 +143,26 @@ def test_register_then_serve_then_refresh_from_the_command_line(make_sandbox, sy
     assert "Applied" in capsys.readouterr().out
     with NotificationJournal() as journal:
         assert journal.pending() == [] and journal.counts()["applied"] > 0
+
+
+def test_a_map_refresh_stops_fetching_when_notifications_wait_and_loads_what_it_has(world, tmp_path):
+    server, _, _, _, _ = world
+    advance_clock(server, 6 * HOURS)  # maps at sea age: the scheduler has more than the budget to choose from
+    asked: list[int] = []
+
+    def notifications_waiting() -> bool:  # the fourth map finds a notification waiting
+        asked.append(1)
+        return len(asked) > 3
+
+    target = ducklake_target(lake_in(tmp_path / "a" / "data"))
+    with make_client(server, tmp_path / "a") as client:
+        # a bound of a second: every map at sea is due (the maps were fetched seconds ago by the wall clock)
+        result = refresh_maps(client, target, 20, bound_seconds=1, pipelines_dir=tmp_path / "a" / "dlt",
+                              yield_to=notifications_waiting)
+    assert len(result.plan.chosen) == 20 and len(asked) == 4
+    assert sum(result.api_stats["requests"].values()) == 3  # one GeoJSON a map, none after yielding
+    (load_id,) = result.loaded.load_info.loads_ids
+    with lake_in(tmp_path / "a" / "data").connect(read_only=True, search_path=("ocean_tracking",)) as con:
+        loaded = con.execute("select count(distinct container_id) from map_features where _dlt_load_id = ?",
+                             [load_id]).fetchone()[0]
+    assert loaded == 3
