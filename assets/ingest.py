@@ -17,6 +17,7 @@ materialization from dlt's schema, so they are the loaded ones.
   webhook journal.
 """
 
+import contextlib
 import json
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
@@ -201,6 +202,9 @@ def ocean_tracking_assets(
         raise dg.Failure(description=str(error)) from None
 
 
+MAPS_YIELDED_TAG = f"{KEY_PREFIX}/maps_yielded"  # a map refresh cut short: the map sensor resumes it at once
+
+
 def targeted_load(context: dg.AssetExecutionContext, config: IngestConfig, client: "OceanTrackingClient",
                   target: "Target", account: Account = SINGLE_ACCOUNT) -> "Loaded | None":
     """The `notifications` and `maps` modes of an ingest run (`pipelines.sync`): what the webhook
@@ -209,10 +213,17 @@ def targeted_load(context: dg.AssetExecutionContext, config: IngestConfig, clien
     from pipelines.sync import refresh_from_notifications, refresh_maps
 
     if config.mode == "maps":
-        result = refresh_maps(client, target, config.map_budget, bound_seconds=config.map_bound_minutes * 60,
-                              pipelines_dir=working_dir(context.instance))
-        context.log.info(result.plan.explain())
-        context.instance.add_run_tags(context.run_id, map_plan_tags(result.plan))
+        # a map refresh fetches for minutes at the account's rate: it stops for the webhook notifications that
+        # arrive meanwhile (their run waits for this one's pool slot), and the map sensor resumes it a minute later
+        with contextlib.ExitStack() as stack:
+            journal = (stack.enter_context(NotificationJournal(account=account))
+                       if NotificationJournal.exists(account=account) else None)
+            result = refresh_maps(client, target, config.map_budget, bound_seconds=config.map_bound_minutes * 60,
+                                  pipelines_dir=working_dir(context.instance),
+                                  yield_to=(lambda: bool(journal.pending(limit=1))) if journal else None)
+        context.log.info(result.plan.explain() + (" Stopped early for webhook notifications." if result.yielded else ""))
+        context.instance.add_run_tags(context.run_id, {**map_plan_tags(result.plan),
+                                                       MAPS_YIELDED_TAG: str(result.yielded).lower()})
         return result.loaded
     with NotificationJournal(account=account) as journal:
         refreshed = refresh_from_notifications(client, target, journal, pipelines_dir=working_dir(context.instance),

@@ -3,8 +3,8 @@ PNG route map per container at sea, and one overview PNG of every route.
 
 The assets depend on the raw ingest tables only through `deps=` (no IO manager load): they read the
 warehouse themselves through the `warehouse` resource, read-only (on the lake a read never waits for a
-writer). They run in the ocean-tracking pool all the same: they write the exported files two runs would
-otherwise overwrite at once, and on the plain DuckDB option a reader would wait for the writer's file.
+writer). They run in the exports pool (`assets.resources.EXPORTS_POOL`): they write the exported files two runs
+would otherwise overwrite at once, and no webhook refresh waits for a drawing.
 
 Where the files go: `<data_dir>/map_features.parquet`, `<data_dir>/maps/routes/<container number>.png`,
 `<data_dir>/maps/overview.png`. `data_dir` is run config (`MapsConfig.data_dir`), else the environment
@@ -42,7 +42,7 @@ from pydantic import Field
 from assets.accounts import account_of, account_partitions
 from assets.alerts import describe
 from assets.automation import automation_for
-from assets.resources import OCEAN_TRACKING_POOL, Warehouse
+from assets.resources import EXPORTS_POOL, Warehouse
 from pipelines.geo import export_map_features_geoparquet, map_features_state
 from pipelines.settings import DATASET_NAME, MAPS_DIR_NAME, Account, data_dir, geoparquet_path
 from pipelines.warehouse import table_exists
@@ -223,7 +223,7 @@ def png_preview_md(path: Path, width: int = PREVIEW_WIDTH, alt: str = "map") -> 
 
 # Shared by the three file assets: they read the raw map tables and write files, one run at a time (the pool),
 # and follow their upstream as the deployment decides for their group (`assets.automation`).
-MAPS_ASSET = {"key_prefix": KEY_PREFIX, "group_name": MAPS_GROUP, "deps": RAW_DEPS, "pool": OCEAN_TRACKING_POOL,
+MAPS_ASSET = {"key_prefix": KEY_PREFIX, "group_name": MAPS_GROUP, "deps": RAW_DEPS, "pool": EXPORTS_POOL,
               "partitions_def": account_partitions, "automation_condition": automation_for(MAPS_GROUP)}
 
 # ---- assets ------------------------------------------------------------------------------------------

@@ -169,6 +169,16 @@ def _with_table_metadata(
             yield event
 
 
+def unchanged_outputs(context: dg.AssetExecutionContext, events: list[Any], reason: str) -> list[dg.Output]:
+    """An output for each selected model (or seed) a planned build left as it was, nothing it reads having
+    changed: it is as current as one rebuilt. Saying so keeps the automation sensor from requesting it again
+    (`eager()` fires on an upstream newer than the asset's last materialization), so the raw tables a run
+    loaded cost no second run rebuilding every model that reads them."""
+    built = {event.output_name for event in events if isinstance(event, dg.Output)}
+    return [dg.Output(None, output_name=name, metadata={"rebuilt": False, "plan": reason})
+            for name in sorted(context.selected_output_names) if name not in built]
+
+
 def dbt_events(context: dg.AssetExecutionContext, outcome: Any) -> Iterator[Any]:
     """Dagster events for a `dbt build` outcome, in dbt's order (a model, then its tests): an output per
     selected model built, an asset check result per selected test run (severity WARN for a test dbt
@@ -239,6 +249,7 @@ def analytics_models(
                               analytics_schema=warehouse.analytics_schema)  # fmt: skip
             context.log.info(f"Models: {plan.reason}.")
             if plan.skip:
+                yield from unchanged_outputs(context, [], plan.reason)
                 return
             selection = plan.dbt_arguments()
         # dagster-dbt's choice for this subset (`empty` when the checks are chosen one by one), else `buildable`:
@@ -254,6 +265,8 @@ def analytics_models(
                 record_build(con, plan, analytics_schema=warehouse.analytics_schema, message=message)
     events = list(dbt_events(context, outcome))
     yield from _with_table_metadata(context, events, warehouse)
+    if outcome.success and plan is not None:
+        yield from unchanged_outputs(context, events, plan.reason)
     if not outcome.success:
         raise dg.Failure(description=outcome_error(args, outcome))
 

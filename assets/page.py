@@ -14,7 +14,7 @@ from assets.accounts import account_of, account_partitions
 from assets.automation import PAGE_GROUP, automation_for
 from assets.maps import MapsConfig
 from assets.models import model_key, source_key
-from assets.resources import OCEAN_TRACKING_POOL, Warehouse
+from assets.resources import EXPORTS_POOL, Warehouse
 from pipelines.page.render import PAGE_FILE_NAME, write_team_page
 
 # What the page reads (`pipelines.page.figures`)
@@ -26,7 +26,7 @@ PAGE_MARTS = ("schedule_reliability", "eta_accuracy_summary", "demurrage_exposur
     key_prefix=["page"],
     group_name=PAGE_GROUP,
     deps=[*(model_key(name) for name in PAGE_MARTS), source_key("map_features")],
-    pool=OCEAN_TRACKING_POOL,
+    pool=EXPORTS_POOL,
     partitions_def=account_partitions,
     automation_condition=automation_for(PAGE_GROUP),
     kinds={"ducklake", "html"},

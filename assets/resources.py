@@ -41,6 +41,10 @@ if TYPE_CHECKING:
 # split the budget or race a commit (the warehouse's writer lock also keeps out a CLI sync). Readers
 # (checks, maps) are not in it. Its limit (1) lives in dagster.yaml.
 OCEAN_TRACKING_POOL = "ocean_tracking"
+# The files made from the warehouse (the GeoParquet, the PNG maps, the team page): one run at a time writes
+# them, in a pool of their own, so a webhook refresh never waits for a drawing (on the lake a reader never
+# waits for a writer; on the plain DuckDB file it waits for the writer's file, bounded).
+EXPORTS_POOL = "ocean_tracking_exports"
 
 
 class OceanTrackingApi(dg.ConfigurableResource):

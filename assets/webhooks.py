@@ -1,39 +1,59 @@
 """Webhook-driven freshness: apply notifications as they arrive, spend the rest of the budget on route maps.
 
-- `webhook_notifications_sensor` reads the receiver's journal (`pipelines.webhooks`) and, when notifications
-  are pending and no refresh is queued or running, launches `apply_webhook_notifications`: an ingest run in
-  `notifications` mode that loads only what they name (`pipelines.sync`). It reports the notifications
-  that could not be applied.
-- `route_map_freshness_sensor` runs `refresh_route_maps` every 15 minutes while the receiver is alive: an
-  ingest run in `maps` mode with the budget the last hour's runs left (`pipelines.source.map_schedule.map_budget`).
+- `webhook_notifications_sensor` reads the receiver's journal (`pipelines.webhooks`) every 5 s and, when
+  notifications are pending and no refresh is queued or running, launches `apply_webhook_notifications`: an
+  ingest run in `notifications` mode that loads only what they name (`pipelines.sync`), then builds the models
+  in the same run (what changed only: `plan_build`), so a change reaches the marts without waiting for the
+  automation sensor's tick and a second run's launch. A burst of notifications becomes one run. It reports
+  the notifications that could not be applied.
+- `route_map_freshness_sensor` runs `refresh_route_maps` every 15 minutes while the receiver is alive and the
+  maps have budget left: an ingest run in `maps` mode with what the last hour's runs left of the hour's budget
+  (`pipelines.source.map_schedule.map_budget`), less what the maps spent in that hour, at most a quarter of it.
+  A map refresh stops fetching when notifications arrive (they would otherwise wait minutes for its pool
+  slot); the sensor, looking every minute, resumes it at once with the budget it did not spend.
   While it is alive the hourly polling refresh stands down (`assets.schedules`); the daily full sync stays
   the safety net.
-- `webhook_feed_is_live` (an asset check on the shipments) warns when the receiver's heartbeat stopped or
-  the newest notification is older than expected.
+- `webhook_feed_is_live` (an asset check on the shipments, run by every refresh) warns when the receiver's
+  heartbeat stopped, the newest notification is older than expected, or the last hour's changes reached the
+  warehouse late; its metadata holds the lag behind the service (the warehouse's own figure is the
+  `webhook_freshness` mart).
 
 Definitions only read the journal at a tick, never at import. With several accounts (`assets.accounts`) each
 account has its own receiver and journal (`webhook_journal_<account>.sqlite`): both sensors evaluate each account
 on its own (one run request per account, for its partition) and the check is partitioned by account.
 """
 
+import statistics
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
 from assets.accounts import SINGLE_ACCOUNT, account_of, account_partitions, account_runs_filter, per_account
-from assets.ingest import KEY_PREFIX, asset_key
+from assets.ingest import KEY_PREFIX, MAPS_YIELDED_TAG, asset_key
+from assets.models import ANALYTICS_GROUP, STAGING_GROUP
 from pipelines.settings import Account
 from pipelines.source import TABLES
 from pipelines.source.map_schedule import map_budget
 
 NOTIFICATION_TABLES = tuple(name for name, table in TABLES.items() if table.notified)
 INGEST_OP = "ocean_tracking_ingest"
-MAP_INTERVAL_MINUTES = 15
+# At the real clock the sensor's wait was the largest share of a change's way to the marts at 30 s
+# (bench/realtime_freshness.py); a tick reads one SQLite row count, so 5 s costs nothing worth counting.
+NOTIFICATIONS_INTERVAL_SECONDS = 5
+NOTIFICATIONS_PRIORITY = "10"  # Dagster's run priority (default 0)
+# A map refresh yields to notifications (`assets.ingest.targeted_load`), so the sensor looks every minute to
+# resume one cut short at once; otherwise one refresh every quarter of an hour, each spending what the hour still
+# allows the maps (at most a quarter of it), so the hour's budget holds.
+MAP_INTERVAL_SECONDS = 60
+MAP_CADENCE_MINUTES = 15
 DEFAULT_MANUAL_MAP_BUDGET = 300  # a refresh launched by hand; the sensor sets the budget the hour left
 # The receiver beats every 10 s; three missed beats and it is down.
 RECEIVER_DOWN_AFTER = timedelta(seconds=30)
 # A live account sends notifications all day; none for this long is worth a look.
 QUIET_FEED_AFTER = timedelta(hours=6)
+# The promise of the webhook path: a change in the service is in the raw tables within this, at the 95th
+# percentile of the last hour's changes.
+RAW_LAG_BOUND = timedelta(seconds=30)
 RUNNING_STATUSES = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
                     dg.DagsterRunStatus.STARTED]
 
@@ -44,9 +64,12 @@ def _ingest_config(**config: object) -> dict:
 
 apply_notifications_job = dg.define_asset_job(
     "apply_webhook_notifications",
-    selection=dg.AssetSelection.assets(*(asset_key(table) for table in NOTIFICATION_TABLES)),
+    # every model: the models step then builds what the load changed only (`plan_build`), as after any ingest
+    selection=dg.AssetSelection.assets(*(asset_key(table) for table in NOTIFICATION_TABLES))
+    | dg.AssetSelection.groups(STAGING_GROUP, ANALYTICS_GROUP),
     config=_ingest_config(mode="notifications"),
-    description="Loads what the journaled webhook notifications name: no listing, no request for complete payloads.",
+    description="Loads what the journaled webhook notifications name (no listing, no request for complete "
+                "payloads), then builds the models that read what changed.",
 )
 route_maps_job = dg.define_asset_job(
     "refresh_route_maps",
@@ -78,9 +101,9 @@ def busy(context: dg.SensorEvaluationContext, job_name: str, account: Account = 
 @dg.sensor(
     name="webhook_notifications_sensor",
     job=apply_notifications_job,
-    minimum_interval_seconds=30,
+    minimum_interval_seconds=NOTIFICATIONS_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Applies journaled webhook notifications as they arrive (one refresh at a time).",
+    description="Applies journaled webhook notifications as they arrive, with the models (one refresh at a time).",
 )
 def webhook_notifications_sensor(context: dg.SensorEvaluationContext):
     """Launch a refresh when notifications are pending; report those that could not be applied (per account)."""
@@ -107,27 +130,31 @@ def notifications_request(context: dg.SensorEvaluationContext, account: Account)
     if busy(context, apply_notifications_job.name, account):
         return dg.SkipReason(f"{counts['pending']} pending; a refresh is already queued or running")
     return dg.RunRequest(run_key=f"notifications-{pending[0].id}",
-                         tags={f"{KEY_PREFIX}/notifications_pending": str(counts["pending"])})
+                         tags={f"{KEY_PREFIX}/notifications_pending": str(counts["pending"]),
+                               # first in the queue and first to the pool's slot: a change waits for no page or map
+                               "dagster/priority": NOTIFICATIONS_PRIORITY})
 
 
-def spent_last_hour(instance: dg.DagsterInstance, now: datetime, exclude_job: str, account: Account = SINGLE_ACCOUNT) -> int:
-    """Requests the runs of `account` spent in the last hour (their `api_requests` tags), but those of
-    `exclude_job`: each account has its own budget."""
+def spent_last_hour(instance: dg.DagsterInstance, now: datetime, job: str, account: Account = SINGLE_ACCOUNT) -> tuple[int, int]:
+    """Requests the runs of `account` spent in the last hour (their `api_requests` tags): by the runs of `job`,
+    and by all the others. Each account has its own budget."""
     records = instance.get_run_records(dg.RunsFilter(created_after=now - timedelta(hours=1),
                                                      tags=account_runs_filter(account)))
-    return sum(int(record.dagster_run.tags.get(f"{KEY_PREFIX}/api_requests", "0"))
-               for record in records if record.dagster_run.job_name != exclude_job)
+    spent = [(record.dagster_run.job_name == job, int(record.dagster_run.tags.get(f"{KEY_PREFIX}/api_requests", "0")))
+             for record in records]
+    return sum(count for own, count in spent if own), sum(count for own, count in spent if not own)
 
 
 @dg.sensor(
     name="route_map_freshness_sensor",
     job=route_maps_job,
-    minimum_interval_seconds=MAP_INTERVAL_MINUTES * 60,
+    minimum_interval_seconds=MAP_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="While the webhook receiver is alive: every 15 minutes, the route maps the budget left allows.",
+    description="While the webhook receiver is alive: every 15 minutes, the route maps the hour's budget still "
+                "allows, yielding to notifications (resumed at once).",
 )
 def route_map_freshness_sensor(context: dg.SensorEvaluationContext):
-    """Give the maps what the last hour's runs left of the budget, for the next 15 minutes (per account)."""
+    """Give the maps what the last hour's runs left of the hour's budget (per account)."""
     now = datetime.now(UTC)
     return per_account(context, lambda account: maps_request(context, now, account))
 
@@ -139,10 +166,17 @@ def maps_request(context: dg.SensorEvaluationContext, now: datetime, account: Ac
         return dg.SkipReason("no live webhook receiver: the hourly refresh schedule fetches the maps")
     if busy(context, route_maps_job.name, account):
         return dg.SkipReason("a map refresh is already queued or running")
-    spent = spent_last_hour(context.instance, now, route_maps_job.name, account)
-    budget = map_budget(MAP_INTERVAL_MINUTES, spent)
+    last = context.instance.get_run_records(dg.RunsFilter(job_name=route_maps_job.name,
+                                                          tags=account_runs_filter(account)), limit=1)
+    if last and last[0].dagster_run.tags.get(MAPS_YIELDED_TAG) != "true" \
+            and now - last[0].create_timestamp < timedelta(minutes=MAP_CADENCE_MINUTES):
+        return dg.SkipReason(f"the last map refresh ran at {last[0].create_timestamp:%H:%M} UTC; the next is due "
+                             f"{MAP_CADENCE_MINUTES} minutes after it")
+    maps, others = spent_last_hour(context.instance, now, route_maps_job.name, account)
+    budget = min(map_budget(MAP_CADENCE_MINUTES, others), map_budget(60, others) - maps)
     if budget <= 0:
-        return dg.SkipReason(f"no budget left for maps: the last hour's runs spent {spent} requests")
+        return dg.SkipReason(f"no budget left for maps: the last hour's map runs spent {maps} requests, the others "
+                             f"{others}")
     return dg.RunRequest(run_key=f"maps-{now:%Y%m%dT%H%M}", run_config=_ingest_config(mode="maps", map_budget=budget),
                          tags={f"{KEY_PREFIX}/map_budget": str(budget)})
 
@@ -151,7 +185,8 @@ def maps_request(context: dg.SensorEvaluationContext, now: datetime, account: Ac
                 partitions_def=account_partitions)
 def webhook_feed_is_live(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
     """Warn when a webhook receiver ran here but its heartbeat stopped, when the newest notification is older
-    than expected, or when notifications could not be applied (the partition's account's journal). Passes
+    than expected, when notifications could not be applied, or when the last hour's changes reached the raw
+    tables later than `RAW_LAG_BOUND` (the partition's account's journal); the lag is in the metadata. Passes
     (saying so) without webhooks."""
     from pipelines.journals import NotificationJournal
 
@@ -161,6 +196,10 @@ def webhook_feed_is_live(context: dg.AssetCheckExecutionContext) -> dg.AssetChec
     now = datetime.now(UTC)
     with NotificationJournal(account=account) as journal:
         beat, newest, counts = journal.last_beat(), journal.newest_received_at(), journal.counts()
+        last_hour = journal.applied_since(now - timedelta(hours=1))
+    # the lag behind the service: from the service creating a notification to the load that applied it committing
+    lags = sorted((n.applied_at - n.created_at).total_seconds() for n in last_hour)
+    lag_p95 = statistics.quantiles(lags, n=20, method="inclusive")[-1] if len(lags) > 1 else (lags or [None])[0]
     problems = []
     if beat is None or now - beat[0] > RECEIVER_DOWN_AFTER:
         problems.append("the webhook receiver is down (no heartbeat for "
@@ -170,13 +209,22 @@ def webhook_feed_is_live(context: dg.AssetCheckExecutionContext) -> dg.AssetChec
                         f"{QUIET_FEED_AFTER.total_seconds() / 3600:.0f} h" if newest else "no notification received yet")
     if counts["failed"]:
         problems.append(f"{counts['failed']} notification(s) could not be applied (see `python -m pipelines webhooks status`)")
+    if lag_p95 is not None and lag_p95 > RAW_LAG_BOUND.total_seconds():
+        problems.append(f"the last hour's changes reached the raw tables {lag_p95:.0f} s after the service made them "
+                        f"(95th percentile; bound {RAW_LAG_BOUND.total_seconds():.0f} s)")
+    last = max(last_hour, key=lambda notification: (notification.applied_at, notification.created_at), default=None)
     return dg.AssetCheckResult(
         passed=not problems,
         severity=dg.AssetCheckSeverity.WARN,
-        description="; ".join(problems) or "the receiver is alive and notifications arrive",
+        description="; ".join(problems) or "the receiver is alive, notifications arrive and are applied in time",
         metadata={
             "pending": counts["pending"], "applied": counts["applied"], "failed": counts["failed"],
             "newest_received_at": newest.isoformat() if newest else "never",
             "last_heartbeat": beat[0].isoformat() if beat else "never",
+            "applied_last_hour": len(lags),
+            "lag_p95_last_hour_seconds": dg.MetadataValue.float(round(lag_p95, 1)) if lag_p95 is not None else "none",
+            "last_lag_seconds": dg.MetadataValue.float(round((last.applied_at - last.created_at).total_seconds(), 1))
+            if last else "none",
+            "last_applied_at": last.applied_at.isoformat() if last else "none in the last hour",
         },
     )

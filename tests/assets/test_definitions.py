@@ -142,7 +142,7 @@ def test_the_defs_folder_holds_what_the_hand_built_location_held():
     loaded = names(defs)
     assert loaded == names(HAND_BUILT)
     counts = {kind: len(loaded[kind]) for kind in ("assets", "jobs", "sensors", "schedules")}
-    assert counts == {"assets": 57, "jobs": 10, "sensors": 6, "schedules": 3}
+    assert counts == {"assets": 60, "jobs": 10, "sensors": 6, "schedules": 3}
     assert set(defs.resources) == {"ocean_tracking_api", "warehouse"}
     assert defs.executor is dg.in_process_executor
 
@@ -196,4 +196,4 @@ def test_dg_checks_and_lists_the_location_ocean_tracking(where, request, tmp_pat
     assert {sensor["name"] for sensor in listing["sensors"]} == expected["sensors"]
     assert {resource["name"] for resource in listing["resources"]} == {"ocean_tracking_api", "warehouse"}
     counts = {kind: len(listing[kind]) for kind in ("assets", "jobs", "sensors", "schedules")}
-    assert counts == {"assets": 57, "jobs": 9, "sensors": 6, "schedules": 3}
+    assert counts == {"assets": 60, "jobs": 9, "sensors": 6, "schedules": 3}
