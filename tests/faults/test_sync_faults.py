@@ -28,8 +28,11 @@ pytestmark = pytest.mark.faults
 QUICK_RETRIES = {"max_attempts": 8, "backoff_factor": 0.05, "max_retry_delay": 3.0}
 
 
+# `5xx`, `reset` and `truncated` alone are ridden out three times each below, every sync succeeding (the stronger
+# claim); here `429` (storms, which the default retries wait out) and `mixed` (all four kinds in one run, the
+# first sync likely failing) each test the rerun after a sync the faults broke.
 @pytest.mark.slow
-@pytest.mark.parametrize("profile", ["5xx", "429", "reset", "truncated", "mixed"])
+@pytest.mark.parametrize("profile", ["429", "mixed"])
 def test_a_sync_through_faults_then_a_clean_rerun_equals_a_fault_free_run(
     profile, make_sandbox, tmp_path, clean_snapshot
 ):
