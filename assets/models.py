@@ -176,7 +176,8 @@ def unchanged_outputs(context: dg.AssetExecutionContext, events: list[Any], reas
     loaded cost no second run rebuilding every model that reads them."""
     built = {event.output_name for event in events if isinstance(event, dg.Output)}
     return [dg.Output(None, output_name=name, metadata={"rebuilt": False, "plan": reason})
-            for name in sorted(context.selected_output_names) if name not in built]
+            for name in sorted(context.selected_output_names)
+            if name in context.assets_def.keys_by_output_name and name not in built]  # not the checks' outputs
 
 
 def dbt_events(context: dg.AssetExecutionContext, outcome: Any) -> Iterator[Any]:

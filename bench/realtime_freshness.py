@@ -9,8 +9,9 @@ in bursts when a vessel calls (up to 66 in one second).
 1. **Build** (once; `--workdir` keeps it): a frozen sandbox with a short rate window, and `python -m pipelines
    sync` (maps and models), kept in `<workdir>/pristine`. A first sync at the real window would cost 3.2 hours.
 2. **Measure**: a copy of that lake, the sandbox restarted at the real clock from the same instant, the
-   receiver, the webhook registered, the daemon started; `--minutes` of changes counted, then `--grace`
-   minutes for the last ones to land.
+   receiver, the daemon started, the webhook registered; the window opens once the instance's first runs are
+   done (at most `--warmup` minutes); `--minutes` of changes counted, then `--grace` minutes for the last ones
+   to land.
 3. **Poll**: the daemon stopped, `python -m pipelines sync --no-maps --no-models` on the lake as it was before
    the window: what an hourly poll spends to catch up with the same changes (the requests an
    hour of polling costs, at the least: an hour holds more changes than the window).
@@ -24,7 +25,7 @@ The stages: waiting for the sensor's tick (and for a run in progress), the run's
 (the run worker's start to the load committed), the models. Requests are the `api_requests` tags of the
 notification runs, the map runs' apart.
 
-    python bench/realtime_freshness.py [--shipments 10000] [--minutes 20] [--grace 3] [--workdir DIR]
+    python bench/realtime_freshness.py [--shipments 10000] [--minutes 20] [--grace 3] [--warmup 8] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -220,11 +221,11 @@ def report(changes: list[Change], runs: dict[str, RunTimes], minutes: float, pol
           f"changes: {poll_requests}; ratio {hourly / poll_requests:.1%} (goal <= 5 %)")
 
 
-def settle(deployment: DaemonDeployment, at_least: float = 60.0, timeout: float = 1800.0) -> None:
-    """Wait out a fresh instance's first runs: the automation sensor materializes every asset it has never
-    seen (the lake's models, files and page exist, the instance does not know them), after the map sensor's
-    first refresh. A deployment does that once; the measurement starts after. Map refreshes are not waited
-    for: they run most of every hour, as they do in a deployment."""
+def settle(deployment: DaemonDeployment, timeout: float, at_least: float = 60.0) -> None:
+    """Wait out a fresh instance's first runs, at most `timeout` seconds: the automation sensor materializes
+    every asset it has never seen (the lake's models and files exist, the instance does not know them). A
+    deployment does that once; the window opens after. Map refreshes (and the drawings after them) are not
+    waited for past the timeout: they recur all day, as they do in a deployment."""
     import dagster as dg
 
     started = time.monotonic()
@@ -242,7 +243,7 @@ def settle(deployment: DaemonDeployment, at_least: float = 60.0, timeout: float 
                       f"{(r.end_time or time.time()) - r.create_timestamp.timestamp():.0f} s" for r in runs))
 
 
-def measure(workdir: Path, shipments: int, minutes: float, grace: float) -> None:
+def measure(workdir: Path, shipments: int, minutes: float, grace: float, warmup: float) -> None:
     """Run the deployment at the real clock on the base lake and report."""
     data = restored(workdir)
     with sandbox_at(REAL_WINDOW, shipments, speed=1) as sandbox:
@@ -252,9 +253,9 @@ def measure(workdir: Path, shipments: int, minutes: float, grace: float) -> None
         with ReceiverThread(journal_path, lambda: registered["secret"]) as receiver:
             settings = load_settings(api_key=API_KEY, base_url=sandbox.base_url, rate_window_seconds=REAL_WINDOW)
             with DaemonDeployment(workdir / "live" / "dagster", env) as deployment:
-                settle(deployment)
                 with OceanTrackingClient(settings) as client:  # the service notifies changes made from now on
                     registered["secret"] = register_webhook(client, receiver.url).secret
+                settle(deployment, timeout=warmup * 60)
                 since = datetime.now(UTC)
                 print(f"measuring {minutes:g} min from {since:%H:%M:%S} UTC, then {grace:g} min of grace")
                 time.sleep(minutes * 60)
@@ -274,12 +275,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shipments", type=int, default=10_000)
     parser.add_argument("--minutes", type=float, default=20.0, help="real minutes of changes counted")
     parser.add_argument("--grace", type=float, default=3.0, help="real minutes for the last changes to land")
+    parser.add_argument("--warmup", type=float, default=8.0,
+                        help="real minutes at most for a fresh instance's first runs before the window opens")
     parser.add_argument("--workdir", type=Path, help="keep the base lake here (default: a temporary folder)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="realtime-") as tmp:
         workdir = args.workdir or Path(tmp)
         build_base(workdir, args.shipments)
-        measure(workdir, args.shipments, args.minutes, args.grace)
+        measure(workdir, args.shipments, args.minutes, args.grace, args.warmup)
     return 0
 
 
