@@ -28,6 +28,7 @@ from its account's raw dataset (dbt var `raw_schema`) into its models schema (`a
 
 import json
 from collections.abc import Iterator, Mapping
+from graphlib import TopologicalSorter
 from typing import Any
 
 import dagster as dg
@@ -180,6 +181,21 @@ def unchanged_outputs(context: dg.AssetExecutionContext, events: list[Any], reas
             if name in context.assets_def.keys_by_output_name and name not in built]  # not the checks' outputs
 
 
+def in_topological_order(context: dg.AssetExecutionContext, events: list[Any]) -> list[Any]:
+    """The step's events with each model's output after those of the models it reads (Dagster refuses a
+    multi-asset's outputs out of that order) and its checks right after it; checks of the raw tables first."""
+    deps = context.assets_def.asset_deps
+    rank = {key: i for i, key in enumerate(TopologicalSorter(
+        {key: upstream & deps.keys() for key, upstream in deps.items()}).static_order())}
+
+    def place(event: Any) -> tuple[int, int]:
+        if isinstance(event, dg.Output):
+            return rank.get(context.assets_def.keys_by_output_name[event.output_name], -1), 0
+        return rank.get(getattr(event, "asset_key", None), -1), 1
+
+    return sorted(events, key=place)
+
+
 def dbt_events(context: dg.AssetExecutionContext, outcome: Any) -> Iterator[Any]:
     """Dagster events for a `dbt build` outcome, in dbt's order (a model, then its tests): an output per
     selected model built, an asset check result per selected test run (severity WARN for a test dbt
@@ -250,7 +266,7 @@ def analytics_models(
                               analytics_schema=warehouse.analytics_schema)  # fmt: skip
             context.log.info(f"Models: {plan.reason}.")
             if plan.skip:
-                yield from unchanged_outputs(context, [], plan.reason)
+                yield from in_topological_order(context, unchanged_outputs(context, [], plan.reason))
                 return
             selection = plan.dbt_arguments()
         # dagster-dbt's choice for this subset (`empty` when the checks are chosen one by one), else `buildable`:
@@ -265,9 +281,8 @@ def analytics_models(
             with store.connect() as con:
                 record_build(con, plan, analytics_schema=warehouse.analytics_schema, message=message)
     events = list(dbt_events(context, outcome))
-    yield from _with_table_metadata(context, events, warehouse)
-    if outcome.success and plan is not None:
-        yield from unchanged_outputs(context, events, plan.reason)
+    unchanged = unchanged_outputs(context, events, plan.reason) if outcome.success and plan is not None else []
+    yield from in_topological_order(context, [*_with_table_metadata(context, events, warehouse), *unchanged])
     if not outcome.success:
         raise dg.Failure(description=outcome_error(args, outcome))
 
