@@ -10,7 +10,8 @@
   maps have budget left: an ingest run in `maps` mode with what the last hour's runs left of the hour's budget
   (`pipelines.source.map_schedule.map_budget`), less what the maps spent in that hour, at most a quarter of it.
   A map refresh stops fetching when notifications arrive (they would otherwise wait minutes for its pool
-  slot); the sensor, looking every minute, resumes it at once with the budget it did not spend.
+  slot); the sensor, looking every minute, resumes it with the budget it did not spend once no notification
+  waits (it never starts one while a notification run is queued or running, or notifications wait).
   While it is alive the hourly polling refresh stands down (`assets.schedules`); the daily full sync stays
   the safety net.
 - `webhook_feed_is_live` (an asset check on the shipments, run by every refresh) warns when the receiver's
@@ -135,6 +136,16 @@ def notifications_request(context: dg.SensorEvaluationContext, account: Account)
                                "dagster/priority": NOTIFICATIONS_PRIORITY})
 
 
+def notifications_waiting(context: dg.SensorEvaluationContext, account: Account) -> bool:
+    """Whether a notification refresh of `account` is queued or running, or notifications wait for one."""
+    from pipelines.journals import NotificationJournal
+
+    if busy(context, apply_notifications_job.name, account):
+        return True
+    with NotificationJournal(account=account) as journal:
+        return bool(journal.pending(limit=1))
+
+
 def spent_last_hour(instance: dg.DagsterInstance, now: datetime, job: str, account: Account = SINGLE_ACCOUNT) -> tuple[int, int]:
     """Requests the runs of `account` spent in the last hour (their `api_requests` tags): by the runs of `job`,
     and by all the others. Each account has its own budget."""
@@ -166,6 +177,8 @@ def maps_request(context: dg.SensorEvaluationContext, now: datetime, account: Ac
         return dg.SkipReason("no live webhook receiver: the hourly refresh schedule fetches the maps")
     if busy(context, route_maps_job.name, account):
         return dg.SkipReason("a map refresh is already queued or running")
+    if notifications_waiting(context, account):  # a map run would hold the pool's slot while it plans and loads
+        return dg.SkipReason("webhook notifications are waiting: the maps wait for their refresh")
     last = context.instance.get_run_records(dg.RunsFilter(job_name=route_maps_job.name,
                                                           tags=account_runs_filter(account)), limit=1)
     if last and last[0].dagster_run.tags.get(MAPS_YIELDED_TAG) != "true" \

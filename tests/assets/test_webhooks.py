@@ -68,6 +68,10 @@ def test_the_map_sensor_runs_only_with_a_live_receiver_and_gives_maps_what_the_h
         (request,) = _evaluate(route_map_freshness_sensor, dagster_instance).run_requests
         return request.run_config["ops"]["ocean_tracking_ingest"]["config"]["map_budget"]
 
+    with NotificationJournal() as journal:  # the maps wait while a notification waits
+        journal.record(body(notification("n-waiting")))
+        assert "notifications are waiting" in _evaluate(route_map_freshness_sensor, dagster_instance).skip_message
+        journal.mark_applied(["n-waiting"])
     assert budget() == 200  # a quarter of the hour's 4800 less the others' 4000
     map_run("maps-cut-short", 300, yielded=True)  # it stopped for notifications: resumed at the next tick
     assert budget() == 200
