@@ -266,7 +266,6 @@ def analytics_models(
                               analytics_schema=warehouse.analytics_schema)  # fmt: skip
             context.log.info(f"Models: {plan.reason}.")
             if plan.skip:
-                yield from in_topological_order(context, unchanged_outputs(context, [], plan.reason))
                 return
             selection = plan.dbt_arguments()
         # dagster-dbt's choice for this subset (`empty` when the checks are chosen one by one), else `buildable`:

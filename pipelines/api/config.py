@@ -193,7 +193,8 @@ _LIMITER = ("limiter_url", "limiter_path")
 # Arguments of the dlt source `ocean_tracking` (pipelines/source/resources.py): dlt injects them from this
 # section too (`SOURCES__OCEAN_TRACKING__INCLUDE_MAPS`). tests/pipelines/test_settings.py keeps the list whole.
 SOURCE_ARGUMENTS = ("client", "include_maps", "map_refresh_seconds", "tracking_requests_lag_seconds",
-                    "shipment_documents", "loaded_event_ids", "scheduled_maps", "tracking_request_rows")  # fmt: skip
+                    "shipment_documents", "loaded_event_ids", "scheduled_maps", "tracking_request_rows",
+                    "applied_notifications", "yield_to")  # fmt: skip
 #: every setting the product reads under [sources.ocean_tracking]
 KNOWN_SETTINGS = frozenset({"api_key", "base_url", "app_url", WEBHOOK_SECRET_KEY, *_OPTIONAL, *_LIMITER,
                             *SOURCE_ARGUMENTS, ACCOUNTS_SECTION})  # fmt: skip

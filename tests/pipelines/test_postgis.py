@@ -138,6 +138,9 @@ def held_sandbox(make_sandbox):
     return make_sandbox(limits=GENEROUS_LIMITS, start=HELD_START, speed=0.0)
 
 
+WEBHOOK_MODELS = {"webhook_freshness", "stg_notifications_applied"}
+
+
 @pytest.mark.slow
 def test_postgres_holds_the_same_raw_tables_as_the_lake_with_postgis_geometries(
     held_sandbox, postgres_database, tmp_path
@@ -198,7 +201,9 @@ def test_postgres_holds_the_same_raw_tables_as_the_lake_with_postgis_geometries(
     for schema, layer, extra in ((ANALYTICS_SCHEMA, "marts", set()), (staging_schema(), "staging", seeds)):
         in_postgres_models = _postgres_row_counts(postgres_database, schema, views=True)
         assert set(in_postgres_models) == {model.name for model in project_models() if model.layer == layer} | extra
-        assert all(rows > 0 for rows in in_postgres_models.values()), in_postgres_models
+        # every model has rows but those of the webhooks: no webhook ever followed this world
+        assert all(rows > 0 for name, rows in in_postgres_models.items() if name not in WEBHOOK_MODELS), \
+            in_postgres_models
         in_lake_models = table_row_counts(lake, schema, views=True)
         in_lake_models.pop(BUILD_RECORD_TABLE, None)  # the lake's record of its last build: what it builds next
         assert in_postgres_models == in_lake_models

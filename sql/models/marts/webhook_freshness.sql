@@ -3,6 +3,7 @@
 -- hour's lags. Each account's models schema holds its own. A quiet hour is not stale: `last_lag_seconds` stays
 -- the lag of the last change there was.
 -- Grain: one row (none before the first notification is applied).
+-- Key: last_notification_id
 
 with applied as (
     select * from {{ ref('stg_notifications_applied') }}
