@@ -202,7 +202,7 @@ def ocean_tracking_assets(
         raise dg.Failure(description=str(error)) from None
 
 
-MAPS_YIELDED_TAG = f"{KEY_PREFIX}/maps_yielded"  # a map refresh cut short: the map sensor resumes it at once
+MAPS_YIELDED_TAG = f"{KEY_PREFIX}/maps_yielded"  # a map refresh cut short: the map sensor resumes it when quiet
 
 
 def targeted_load(context: dg.AssetExecutionContext, config: IngestConfig, client: "OceanTrackingClient",
@@ -214,7 +214,7 @@ def targeted_load(context: dg.AssetExecutionContext, config: IngestConfig, clien
 
     if config.mode == "maps":
         # a map refresh fetches for minutes at the account's rate: it stops for the webhook notifications that
-        # arrive meanwhile (their run waits for this one's pool slot), and the map sensor resumes it a minute later
+        # arrive meanwhile (their run waits for this one's pool slot); the map sensor resumes it once none waits
         with contextlib.ExitStack() as stack:
             journal = (stack.enter_context(NotificationJournal(account=account))
                        if NotificationJournal.exists(account=account) else None)
@@ -223,6 +223,7 @@ def targeted_load(context: dg.AssetExecutionContext, config: IngestConfig, clien
                                   yield_to=(lambda: bool(journal.pending(limit=1))) if journal else None)
         context.log.info(result.plan.explain() + (" Stopped early for webhook notifications." if result.yielded else ""))
         context.instance.add_run_tags(context.run_id, {**map_plan_tags(result.plan),
+                                                       f"{KEY_PREFIX}/maps_fetched": str(result.maps_fetched),
                                                        MAPS_YIELDED_TAG: str(result.yielded).lower()})
         return result.loaded
     with NotificationJournal(account=account) as journal:
@@ -237,10 +238,10 @@ def targeted_load(context: dg.AssetExecutionContext, config: IngestConfig, clien
 
 
 def map_plan_tags(plan: "MapPlan") -> dict[str, str]:
-    """The freshness a map refresh achieved, as run tags: maps fetched, at-sea maps, p95 age, bound met."""
+    """The freshness a map refresh planned, as run tags: maps chosen, at-sea maps, p95 age, bound met."""
     p95 = "" if plan.age_p95_seconds is None or plan.age_p95_seconds == float("inf") else f"{plan.age_p95_seconds / 60:.1f}"
     return {
-        f"{KEY_PREFIX}/maps_fetched": str(len(plan.chosen)),
+        f"{KEY_PREFIX}/maps_chosen": str(len(plan.chosen)),
         f"{KEY_PREFIX}/maps_at_sea": str(plan.at_sea),
         f"{KEY_PREFIX}/map_age_p95_minutes": p95 or "unbounded",
         f"{KEY_PREFIX}/map_bound_met": str(plan.bound_met).lower(),

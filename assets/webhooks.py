@@ -38,13 +38,13 @@ from pipelines.source.map_schedule import map_budget
 
 NOTIFICATION_TABLES = tuple(name for name, table in TABLES.items() if table.notified)
 INGEST_OP = "ocean_tracking_ingest"
-# At the real clock the sensor's wait was the largest share of a change's way to the marts at 30 s
-# (bench/realtime_freshness.py); a tick reads one SQLite row count, so 5 s costs nothing worth counting.
+# A tick is two small queries on the journal, so 5 s instead of 30 s costs nothing worth counting and takes up
+# to 25 s off a change's way to the marts (bench/realtime_freshness.py).
 NOTIFICATIONS_INTERVAL_SECONDS = 5
 NOTIFICATIONS_PRIORITY = "10"  # Dagster's run priority (default 0)
 # A map refresh yields to notifications (`assets.ingest.targeted_load`), so the sensor looks every minute to
-# resume one cut short at once; otherwise one refresh every quarter of an hour, each spending what the hour still
-# allows the maps (at most a quarter of it), so the hour's budget holds.
+# resume one cut short once none waits; otherwise one refresh every quarter of an hour, each spending what the
+# hour still allows the maps (at most a quarter of it), so the hour's budget holds.
 MAP_INTERVAL_SECONDS = 60
 MAP_CADENCE_MINUTES = 15
 DEFAULT_MANUAL_MAP_BUDGET = 300  # a refresh launched by hand; the sensor sets the budget the hour left
@@ -162,7 +162,7 @@ def spent_last_hour(instance: dg.DagsterInstance, now: datetime, job: str, accou
     minimum_interval_seconds=MAP_INTERVAL_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="While the webhook receiver is alive: every 15 minutes, the route maps the hour's budget still "
-                "allows, yielding to notifications (resumed at once).",
+                "allows, yielding to notifications (resumed once none waits).",
 )
 def route_map_freshness_sensor(context: dg.SensorEvaluationContext):
     """Give the maps what the last hour's runs left of the hour's budget (per account)."""

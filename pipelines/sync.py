@@ -554,6 +554,7 @@ class MapRefreshResult:
     plan: MapPlan
     loaded: Loaded | None
     api_stats: dict[str, Any] = field(default_factory=dict)
+    maps_fetched: int = 0  # maps requested: all of the plan's, unless it stopped for notifications (`yielded`)
     yielded: bool = False  # stopped early for waiting notifications: the rest of the plan is still due
 
 
@@ -576,13 +577,12 @@ def refresh_maps(client: OceanTrackingClient, target: Target, budget: int, *,
     logger.info("Map refresh: %s", plan.explain())
     if not plan.chosen:
         return MapRefreshResult(plan, None, client.stats())
-    yielded: list[bool] = []
+    answers: list[bool] = []  # asked before each map: whether to stop
 
     def yielding() -> bool:
-        if yield_to is not None and yield_to():
-            yielded.append(True)
-        return bool(yielded)
+        answers.append(any(answers) or (yield_to is not None and yield_to()))
+        return answers[-1]
 
     source = ocean_tracking(client=client, scheduled_maps=plan.chosen, yield_to=yielding).with_resources("map_features")
     loaded = load_account(pipeline, source, target, client=client)
-    return MapRefreshResult(plan, loaded, client.stats(), yielded=bool(yielded))
+    return MapRefreshResult(plan, loaded, client.stats(), maps_fetched=answers.count(False), yielded=any(answers))

@@ -160,6 +160,7 @@ def test_a_map_refresh_stops_fetching_when_notifications_wait_and_loads_what_it_
         result = refresh_maps(client, target, 20, bound_seconds=1, pipelines_dir=tmp_path / "a" / "dlt",
                               yield_to=notifications_waiting)
     assert len(result.plan.chosen) == 20 and len(asked) == 4
+    assert (result.maps_fetched, result.yielded) == (3, True)
     assert sum(result.api_stats["requests"].values()) == 3  # one GeoJSON a map, none after yielding
     (load_id,) = result.loaded.load_info.loads_ids
     with lake_in(tmp_path / "a" / "data").connect(read_only=True, search_path=("ocean_tracking",)) as con:
