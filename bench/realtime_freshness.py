@@ -31,7 +31,6 @@ notification runs, the map runs' apart.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -42,15 +41,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import requests
-from daemon_run import DaemonDeployment
+from daemon_run import DaemonDeployment, sandbox_env
+from webhook_freshness import quantiles, requests_by_key
 
 from pipelines.api.client import OceanTrackingClient
 from pipelines.api.config import load_settings
 from pipelines.journals import NotificationJournal
-from pipelines.settings import API_KEY_ENV, APP_URL_ENV, BASE_URL_ENV, DATA_DIR_ENV, RATE_WINDOW_ENV
 from pipelines.webhooks.receiver import ReceiverThread, register_webhook
-from sandbox.auth import fingerprint
 from sandbox.launcher import SandboxProcess, start_sandbox
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -63,18 +60,6 @@ MODELS_STEP = "analytics_models"
 NOTIFICATIONS_JOB = "apply_webhook_notifications"
 MAPS_JOB = "refresh_route_maps"
 MISS = float("inf")
-
-
-def pipeline_env(sandbox: SandboxProcess, data_dir: Path, window: float) -> dict[str, str]:
-    """The environment pointing the pipeline (CLI, daemon, run workers) at `sandbox` and `data_dir`."""
-    return {**os.environ, API_KEY_ENV: API_KEY, BASE_URL_ENV: sandbox.base_url, APP_URL_ENV: sandbox.app_url,
-            RATE_WINDOW_ENV: str(window), DATA_DIR_ENV: str(data_dir)}
-
-
-def requests_served(sandbox: SandboxProcess) -> int:
-    """Requests the sandbox served to the bench's key so far."""
-    stats = requests.get(f"{sandbox.base_url.removesuffix('/v2')}/_sandbox/stats", timeout=10).json()
-    return sum(stats["requests_by_key"].get(fingerprint(API_KEY), {}).values())
 
 
 def sandbox_at(window: float, shipments: int, speed: float) -> SandboxProcess:
@@ -99,7 +84,7 @@ def build_base(workdir: Path, shipments: int) -> None:
     shutil.rmtree(workdir / "pristine", ignore_errors=True)
     started = time.perf_counter()
     with sandbox_at(BUILD_WINDOW, shipments, speed=0) as sandbox:
-        cli_sync(pipeline_env(sandbox, workdir / "live" / "data", BUILD_WINDOW))
+        cli_sync(sandbox_env(sandbox, workdir / "live", BUILD_WINDOW))
     shutil.copytree(workdir / "live" / "data", workdir / "pristine")
     (workdir / "pristine" / "done").write_text("")
     print(f"base lake: built in {time.perf_counter() - started:.0f} s")
@@ -182,12 +167,6 @@ def changes_in(journal_path: Path, runs: dict[str, RunTimes], since: datetime, u
     return changes
 
 
-def quantile(values: list[float], q: float) -> float:
-    """Nearest-rank quantile (a miss is infinite, so it counts)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
-
-
 def seconds(value: float) -> str:
     return "miss" if value == MISS else f"{value:.1f}"
 
@@ -198,15 +177,14 @@ def report(changes: list[Change], runs: dict[str, RunTimes], minutes: float, pol
           f"({sum(c.raw == MISS for c in changes)} never applied, {sum(c.mart == MISS for c in changes)} never built)")
     print(f"{'seconds from delivery':28} {'p50':>7} {'p95':>7} {'max':>7}")
     for name, values in (("to the raw row", [c.raw for c in changes]), ("to the mart row", [c.mart for c in changes])):
-        print(f"{name:28} {seconds(quantile(values, .5)):>7} {seconds(quantile(values, .95)):>7} "
-              f"{seconds(max(values, default=0)):>7}")
+        print(f"{name:28} " + " ".join(f"{seconds(value):>7}" for value in quantiles(values)))
     finished = [c for c in changes if c.mart != MISS]
     total = sum(c.mart for c in finished) or 1.0
     print(f"\n{'stage':42} {'p50 s':>7} {'p95 s':>7} {'share':>6}")
     for stage in STAGES:
         values = [c.stages[stage] for c in finished]
-        print(f"{stage:42} {seconds(quantile(values, .5)):>7} {seconds(quantile(values, .95)):>7} "
-              f"{sum(values) / total:>6.0%}")
+        p50, p95, _ = quantiles(values)
+        print(f"{stage:42} {seconds(p50):>7} {seconds(p95):>7} {sum(values) / total:>6.0%}")
     for job in (NOTIFICATIONS_JOB, MAPS_JOB):
         chosen = [run for run in runs.values() if run.job == job]
         walls = [run.ended - run.created for run in chosen if run.ended != MISS]
@@ -247,7 +225,7 @@ def measure(workdir: Path, shipments: int, minutes: float, grace: float, warmup:
     """Run the deployment at the real clock on the base lake and report."""
     data = restored(workdir)
     with sandbox_at(REAL_WINDOW, shipments, speed=1) as sandbox:
-        env = pipeline_env(sandbox, data, REAL_WINDOW)
+        env = sandbox_env(sandbox, data.parent, REAL_WINDOW)
         journal_path = data / "webhook_journal.sqlite"
         registered: dict = {}
         with ReceiverThread(journal_path, lambda: registered["secret"]) as receiver:
@@ -263,9 +241,9 @@ def measure(workdir: Path, shipments: int, minutes: float, grace: float, warmup:
                 time.sleep(grace * 60)
                 runs = run_times(deployment, since)
             changes = changes_in(journal_path, runs, since, until)
-        before = requests_served(sandbox)
-        cli_sync(pipeline_env(sandbox, restored(workdir), REAL_WINDOW), "--no-maps", "--no-models")
-        poll_requests = requests_served(sandbox) - before
+        before = requests_by_key(sandbox, API_KEY)
+        cli_sync(sandbox_env(sandbox, restored(workdir).parent, REAL_WINDOW), "--no-maps", "--no-models")
+        poll_requests = requests_by_key(sandbox, API_KEY) - before
     report(changes, runs, minutes, poll_requests)
 
 
