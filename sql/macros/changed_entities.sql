@@ -3,8 +3,11 @@
 A mart whose grain is one container (or one shipment) and what hangs off it is `incremental` with the
 `append` strategy (dbt's own, on every engine) and two hooks of this file:
 - `replace_changed_entities(column, entity)`, a pre-hook: deletes the rows of every changed entity;
-- `changed_entities_only(column, entity, keyword)`, at the end of the model's final select: keeps the rows
-  of the changed entities only (`keyword` is `where`, or `and` after the select's own where).
+- `changed_entities_only(column, entity, keyword)`: keeps the rows of the changed entities only (`keyword` is
+  `where`, or `and` after the select's own where), in each input CTE that holds an entity's rows (so that
+  the joins, windows and geometry functions downstream see the changed entities only: DuckDB does not push
+  the filter from the final select down through them, and voyage_legs at 10,000 shipments measured its
+  lengths for every container otherwise) and at the end of the model's final select.
 The delete, the insert and the commit message are one transaction: one lake snapshot a mart. A changed
 entity that yields no row any more (a container no longer at sea) loses its rows, and so does an entity no
 longer in its raw table.

@@ -30,6 +30,7 @@ with versions as (
         row_number() over by_time as version_number,
         count(*) over (partition by container_id) as version_count
     from {{ ref('stg_container_charge_versions') }}
+    {{ changed_entities_only('container_id', 'container') }}
     window by_time as (partition by container_id order by valid_from)
 ),
 

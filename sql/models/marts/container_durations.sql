@@ -41,6 +41,7 @@ with events as (
         ) as report_rank
     from {{ ref('stg_transport_events') }}
     where not is_invalidated and event_name like '{{ transport }}%'
+        {{ changed_entities_only('container_id', 'container', 'and') }}
 ),
 
 latest as (

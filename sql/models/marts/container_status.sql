@@ -20,7 +20,7 @@
           pre_hook="{{ replace_changed_entities('container_id', 'container') }}") }}  -- rebuilt for the containers a sync changed (macros/changed_entities.sql)
 
 with containers as (
-    select * from {{ ref('stg_containers') }}
+    select * from {{ ref('stg_containers') }} {{ changed_entities_only('container_id', 'container') }}
 ),
 
 shipments as (

@@ -9,7 +9,7 @@
           pre_hook="{{ replace_changed_entities('container_id', 'container') }}") }}  -- rebuilt for the containers a sync changed (macros/changed_entities.sql)
 
 with features as (
-    select * from {{ ref('stg_map_features') }}
+    select * from {{ ref('stg_map_features') }} {{ changed_entities_only('container_id', 'container') }}
 ),
 
 current_vessel as (
@@ -52,11 +52,11 @@ pod as (
         port_name as pod_name,
         eta_at as pod_eta_at
     from {{ ref('port_calls') }}
-    where label = 'POD'
+    where label = 'POD' {{ changed_entities_only('container_id', 'container', 'and') }}
 ),
 
 containers as (
-    select * from {{ ref('stg_containers') }}
+    select * from {{ ref('stg_containers') }} {{ changed_entities_only('container_id', 'container') }}
 ),
 
 shipments as (

@@ -27,11 +27,11 @@
 {%- set lead_times_days = [1, 3, 7, 14, 21] %}
 
 with shipments as (
-    select * from {{ ref('stg_shipments') }}
+    select * from {{ ref('stg_shipments') }} {{ changed_entities_only('shipment_id', 'shipment') }}
 ),
 
 eta_versions as (
-    select * from {{ ref('stg_arrival_eta_versions') }}
+    select * from {{ ref('stg_arrival_eta_versions') }} {{ changed_entities_only('shipment_id', 'shipment') }}
 ),
 
 arrivals as (

@@ -24,11 +24,11 @@
 {% set great_circle_factor = 1.15 %}
 
 with legs as (
-    select * from {{ ref('voyage_legs') }}
+    select * from {{ ref('voyage_legs') }} {{ changed_entities_only('container_id', 'container') }}
 ),
 
 containers as (
-    select * from {{ ref('stg_containers') }}
+    select * from {{ ref('stg_containers') }} {{ changed_entities_only('container_id', 'container') }}
 ),
 
 shipments as (

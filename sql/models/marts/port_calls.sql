@@ -8,11 +8,11 @@
 
 with ports as (
     select * from {{ ref('stg_map_features') }}
-    where feature_type = 'port'
+    where feature_type = 'port' {{ changed_entities_only('container_id', 'container', 'and') }}
 ),
 
 containers as (
-    select * from {{ ref('stg_containers') }}
+    select * from {{ ref('stg_containers') }} {{ changed_entities_only('container_id', 'container') }}
 )
 
 select

@@ -22,12 +22,12 @@
 
 with shipments as (
     select * from {{ ref('stg_shipments') }}
-    where pod_ata_at is not null
+    where pod_ata_at is not null {{ changed_entities_only('shipment_id', 'shipment', 'and') }}
 ),
 
 pod_eta_versions as (
     select * from {{ ref('stg_arrival_eta_versions') }}
-    where arrival = 'port_of_discharge'
+    where arrival = 'port_of_discharge' {{ changed_entities_only('shipment_id', 'shipment', 'and') }}
 ),
 
 time_zones as (

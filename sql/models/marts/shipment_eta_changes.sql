@@ -14,7 +14,7 @@
 with eta_versions as (
     select shipment_id, eta_version, eta_at as pod_eta_at, valid_from, valid_to
     from {{ ref('stg_arrival_eta_versions') }}
-    where arrival = 'port_of_discharge'
+    where arrival = 'port_of_discharge' {{ changed_entities_only('shipment_id', 'shipment', 'and') }}
 ),
 
 with_previous as (
@@ -26,7 +26,7 @@ with_previous as (
 ),
 
 shipments as (
-    select * from {{ ref('stg_shipments') }}
+    select * from {{ ref('stg_shipments') }} {{ changed_entities_only('shipment_id', 'shipment') }}
 )
 
 select

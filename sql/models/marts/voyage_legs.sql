@@ -12,11 +12,11 @@
           pre_hook="{{ replace_changed_entities('container_id', 'container') }}") }}  -- rebuilt for the containers a sync changed (macros/changed_entities.sql)
 
 with port_calls as (
-    select * from {{ ref('port_calls') }}
+    select * from {{ ref('port_calls') }} {{ changed_entities_only('container_id', 'container') }}
 ),
 
 features as (
-    select * from {{ ref('stg_map_features') }}
+    select * from {{ ref('stg_map_features') }} {{ changed_entities_only('container_id', 'container') }}
 ),
 
 vessels as (
