@@ -46,11 +46,13 @@ from pipelines.settings import ANALYTICS_SCHEMA, DATASET_NAME
 from pipelines.warehouse.models import (
     MANIFEST_PATH,
     PARSE_COMMAND,
+    Session,
     build_environment,
     dbt_args,
     dbt_target,
     dbt_vars,
     invoke_dbt,
+    kept_session,
     model_relation,
     outcome_error,
     plan_build,
@@ -136,11 +138,11 @@ TRANSLATOR = OceanTrackingTranslator(
 
 
 def _with_table_metadata(
-    context: dg.AssetExecutionContext, events: list[Any], warehouse: Warehouse
+    context: dg.AssetExecutionContext, events: list[Any], warehouse: Warehouse, session: Session
 ) -> Iterator[Any]:
     """The build's events, each model's output with its row count, columns and a preview (read after the
-    build: a DuckDB file admits no reader while dbt writes it) from the warehouse's models schema (its
-    staging schema for a staging model)."""
+    build, in `session`: a DuckDB file admits no reader while dbt writes it) from the warehouse's models schema
+    (its staging schema for a staging model)."""
 
     def key_of(event: Any) -> dg.AssetKey | None:
         if isinstance(event, dg.Output):
@@ -150,7 +152,7 @@ def _with_table_metadata(
     keys = {key for event in events if (key := key_of(event)) is not None}
     tables: dict[dg.AssetKey, dict[str, Any]] = {}
     if keys:
-        with warehouse.connect(read_only=True) as con:
+        with session() as con:
             for key in keys:
                 table = model_relation(key.path[-1], warehouse.analytics_schema)
                 columns = con.execute(f"describe {table}").fetchall()
@@ -259,29 +261,32 @@ def analytics_models(
     # every model selected (a full sync, the automation after any ingest): what changed since the last complete
     # build decides what is built (`plan_build`); a subset picked in Dagster is built as picked
     whole = context.assets_def.keys_by_output_name == context.assets_def.node_keys_by_output_name
-    with store.writing():
-        plan = None
-        if whole:
-            plan = plan_build(store, variables, raw_schema=warehouse.dataset_name,
-                              analytics_schema=warehouse.analytics_schema)  # fmt: skip
-            context.log.info(f"Models: {plan.reason}.")
-            if plan.skip:
-                return
-            selection = plan.dbt_arguments()
-        # dagster-dbt's choice for this subset (`empty` when the checks are chosen one by one), else `buildable`:
-        # the tests of the selected models, those against their sources included (cautious would drop a test
-        # reading a source), and none of an unselected model (eager would run deep_links' on stg_shipments)
-        args = [*dbt_args("build", target=dbt_target(store), variables=variables),
-                *selection, "--indirect-selection", indirect or "buildable"]  # fmt: skip
-        environment = build_environment(store, commit_message=message,
-                                        changed_since=plan.changed_since if plan else None)
-        outcome = invoke_dbt(args, environment)
-        if outcome.success and plan is not None:
-            with store.connect() as con:
-                record_build(con, plan, analytics_schema=warehouse.analytics_schema, message=message)
-    events = list(dbt_events(context, outcome))
-    unchanged = unchanged_outputs(context, events, plan.reason) if outcome.success and plan is not None else []
-    yield from in_topological_order(context, [*_with_table_metadata(context, events, warehouse), *unchanged])
+    # the plan, the record and the rebuilt models' metadata share one attach of the lake (as a CLI sync's do)
+    with kept_session(store) as session:
+        with store.writing():
+            plan = None
+            if whole:
+                plan = plan_build(store, variables, raw_schema=warehouse.dataset_name,
+                                  analytics_schema=warehouse.analytics_schema, session=session)  # fmt: skip
+                context.log.info(f"Models: {plan.reason}.")
+                if plan.skip:
+                    return
+                selection = plan.dbt_arguments()
+            # dagster-dbt's choice for this subset (`empty` when the checks are chosen one by one), else `buildable`:
+            # the tests of the selected models, those against their sources included (cautious would drop a test
+            # reading a source), and none of an unselected model (eager would run deep_links' on stg_shipments)
+            args = [*dbt_args("build", target=dbt_target(store), variables=variables),
+                    *selection, "--indirect-selection", indirect or "buildable"]  # fmt: skip
+            environment = build_environment(store, commit_message=message,
+                                            changed_since=plan.changed_since if plan else None)
+            outcome = invoke_dbt(args, environment)
+            if outcome.success and plan is not None:
+                with session() as con:
+                    record_build(con, plan, analytics_schema=warehouse.analytics_schema, message=message)
+        events = list(dbt_events(context, outcome))
+        unchanged = unchanged_outputs(context, events, plan.reason) if outcome.success and plan is not None else []
+        reported = [*_with_table_metadata(context, events, warehouse, session), *unchanged]
+    yield from in_topological_order(context, reported)
     if not outcome.success:
         raise dg.Failure(description=outcome_error(args, outcome))
 
