@@ -203,6 +203,7 @@ def ocean_tracking_assets(
 
 
 MAPS_YIELDED_TAG = f"{KEY_PREFIX}/maps_yielded"  # a map refresh cut short: the map sensor resumes it when quiet
+NOTIFICATIONS_APPLIED_TAG = f"{KEY_PREFIX}/notifications_applied"  # on a notification run once its batch is loaded
 
 
 def targeted_load(context: dg.AssetExecutionContext, config: IngestConfig, client: "OceanTrackingClient",
@@ -232,7 +233,7 @@ def targeted_load(context: dg.AssetExecutionContext, config: IngestConfig, clien
     context.log.info(refreshed.summary())
     for notice_id, why in sorted(refreshed.failed.items()):
         context.log.warning(f"Notification {notice_id} could not be applied: {why}")
-    context.instance.add_run_tags(context.run_id, {f"{KEY_PREFIX}/notifications_applied": str(refreshed.applied),
+    context.instance.add_run_tags(context.run_id, {NOTIFICATIONS_APPLIED_TAG: str(refreshed.applied),
                                                    f"{KEY_PREFIX}/notifications_failed": str(len(refreshed.failed))})
     return refreshed.loaded
 

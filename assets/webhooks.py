@@ -1,7 +1,8 @@
 """Webhook-driven freshness: apply notifications as they arrive, spend the rest of the budget on route maps.
 
 - `webhook_notifications_sensor` reads the receiver's journal (`pipelines.webhooks`) every 5 s and, when
-  notifications are pending and no refresh is queued or running, launches `apply_webhook_notifications`: an
+  notifications are pending that no queued or running refresh will apply, launches `apply_webhook_notifications`
+  (beside a run that has applied its batch and builds the models: its launch overlaps them): an
   ingest run in `notifications` mode that loads only what they name (`pipelines.sync`), then builds the models
   in the same run (what changed only: `plan_build`), so a change reaches the marts without waiting for the
   automation sensor's tick and a second run's launch. A burst of notifications becomes one run. It reports
@@ -30,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from assets.accounts import SINGLE_ACCOUNT, account_of, account_partitions, account_runs_filter, per_account
-from assets.ingest import KEY_PREFIX, MAPS_YIELDED_TAG, asset_key
+from assets.ingest import KEY_PREFIX, MAPS_YIELDED_TAG, NOTIFICATIONS_APPLIED_TAG, asset_key
 from assets.models import ANALYTICS_GROUP, STAGING_GROUP
 from pipelines.settings import Account
 from pipelines.source import TABLES
@@ -112,8 +113,8 @@ def webhook_notifications_sensor(context: dg.SensorEvaluationContext):
 
 
 def notifications_request(context: dg.SensorEvaluationContext, account: Account) -> dg.RunRequest | dg.SkipReason:
-    """The notifications sensor for one account: a refresh when its journal holds pending notifications and none
-    of its refreshes is queued or running."""
+    """The notifications sensor for one account: a refresh when its journal holds pending notifications that no
+    queued or running refresh of it will apply (`batch_in_flight`)."""
     from pipelines.journals import NotificationJournal
 
     if not NotificationJournal.exists(account=account):
@@ -128,12 +129,24 @@ def notifications_request(context: dg.SensorEvaluationContext, account: Account)
                             f"{notification.error}")
     if not pending:
         return dg.SkipReason(f"no pending notifications ({counts['applied']} applied, {counts['failed']} failed)")
-    if busy(context, apply_notifications_job.name, account):
-        return dg.SkipReason(f"{counts['pending']} pending; a refresh is already queued or running")
+    if batch_in_flight(context, account):
+        return dg.SkipReason(f"{counts['pending']} pending; a refresh that will apply them is queued or running")
     return dg.RunRequest(run_key=f"notifications-{pending[0].id}",
                          tags={f"{KEY_PREFIX}/notifications_pending": str(counts["pending"]),
                                # first in the queue and first to the pool's slot: a change waits for no page or map
                                "dagster/priority": NOTIFICATIONS_PRIORITY})
+
+
+def batch_in_flight(context: dg.SensorEvaluationContext, account: Account = SINGLE_ACCOUNT) -> bool:
+    """Whether a notification refresh of `account` is queued, launching, or running without having applied its
+    batch yet: the notifications pending now will be its. A run that applied its batch (the `notifications_applied`
+    tag, set once its load committed) is building the models or reporting: the next refresh is launched beside it,
+    so that its launch overlaps those models and its load starts as soon as they free the pool's slot, instead of a
+    change that arrived meanwhile waiting for the sensor's tick and a launch after them."""
+    runs = context.instance.get_run_records(dg.RunsFilter(job_name=apply_notifications_job.name,
+                                                          statuses=RUNNING_STATUSES,
+                                                          tags=account_runs_filter(account)))
+    return any(NOTIFICATIONS_APPLIED_TAG not in record.dagster_run.tags for record in runs)
 
 
 def notifications_waiting(context: dg.SensorEvaluationContext, account: Account) -> bool:

@@ -12,7 +12,13 @@ import pytest
 import requests
 from sqlalchemy import update
 
-from assets.ingest import KEY_PREFIX, MAPS_YIELDED_TAG, asset_key, ocean_tracking_assets
+from assets.ingest import (
+    KEY_PREFIX,
+    MAPS_YIELDED_TAG,
+    NOTIFICATIONS_APPLIED_TAG,
+    asset_key,
+    ocean_tracking_assets,
+)
 from assets.models import model_assets
 from assets.webhooks import (
     apply_notifications_job,
@@ -36,18 +42,32 @@ def _evaluate(sensor, instance) -> dg.SensorResult | dg.SkipReason | dg.RunReque
     return result
 
 
-def test_the_notifications_sensor_waits_for_a_journal_then_requests_one_refresh_at_a_time(dagster_instance):
+def test_the_notifications_sensor_waits_for_a_journal_then_requests_one_refresh_a_batch(dagster_instance):
     assert "no webhook journal" in _evaluate(webhook_notifications_sensor, dagster_instance).skip_message
     with NotificationJournal() as journal:
         journal.record(body(notification("n-1")))
     tick = _evaluate(webhook_notifications_sensor, dagster_instance)
     assert [request.run_key for request in tick.run_requests] == ["notifications-n-1"]
     assert tick.run_requests[0].tags["dagster/priority"] == "10"  # ahead of the map and page runs in the queue
-    dagster_instance.add_run(dg.DagsterRun(job_name=apply_notifications_job.name, run_id="running-refresh",
-                                           status=dg.DagsterRunStatus.STARTED))
-    assert "already queued or running" in _evaluate(webhook_notifications_sensor, dagster_instance).skip_message
+    for status in (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTED):  # it will apply what is pending
+        dagster_instance.add_run(dg.DagsterRun(job_name=apply_notifications_job.name, run_id=f"refresh-{status.value}",
+                                               status=status))
+        assert "a refresh that will apply them" in _evaluate(webhook_notifications_sensor, dagster_instance).skip_message
+        dagster_instance.delete_run(f"refresh-{status.value}")
+    # a running refresh that has applied its batch (it builds the models now): the next one is launched beside it
+    dagster_instance.add_run(dg.DagsterRun(job_name=apply_notifications_job.name, run_id="building-refresh",
+                                           status=dg.DagsterRunStatus.STARTED,
+                                           tags={NOTIFICATIONS_APPLIED_TAG: "1"}))
     with NotificationJournal() as journal:
         journal.mark_applied(["n-1"])
+        journal.record(body(notification("n-2")))
+    tick = _evaluate(webhook_notifications_sensor, dagster_instance)
+    assert [request.run_key for request in tick.run_requests] == ["notifications-n-2"]
+    dagster_instance.add_run(dg.DagsterRun(job_name=apply_notifications_job.name, run_id="launched-beside",
+                                           status=dg.DagsterRunStatus.STARTING))
+    assert "a refresh that will apply them" in _evaluate(webhook_notifications_sensor, dagster_instance).skip_message
+    with NotificationJournal() as journal:
+        journal.mark_applied(["n-2"])
     assert "no pending notifications" in _evaluate(webhook_notifications_sensor, dagster_instance).skip_message
 
 
