@@ -62,10 +62,12 @@ MAPS_JOB = "refresh_route_maps"
 MISS = float("inf")
 
 
-def sandbox_at(window: float, shipments: int, speed: float) -> SandboxProcess:
-    """The bench's sandbox: the same seeded world from the same instant, at `speed` with `window`."""
+def sandbox_at(window: float, shipments: int, speed: float, webhook_tick: float | None = None) -> SandboxProcess:
+    """The bench's sandbox: the same seeded world from the same instant, at `speed` with `window` (and its
+    webhook deliveries every `webhook_tick` seconds; 0: only when `/_sandbox/webhooks/tick` is posted)."""
+    tick = () if webhook_tick is None else ("--webhook-tick", str(webhook_tick))
     return start_sandbox("--shipments", str(shipments), "--seed", SEED, "--start", START, "--speed", str(speed),
-                         "--rate-window", str(window), "--api-key", API_KEY, timeout=900)
+                         "--rate-window", str(window), "--api-key", API_KEY, *tick, timeout=900)
 
 
 def cli_sync(env: dict[str, str], *flags: str) -> None:
