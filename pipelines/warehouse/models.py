@@ -44,13 +44,7 @@ from pipelines.settings import (
     SOURCE_NAME,
     every_test_interval,
 )
-from pipelines.warehouse import (
-    WarehouseStore,
-    commit_message,
-    current_snapshot,
-    replace_rows,
-    table_exists,
-)
+from pipelines.warehouse import WarehouseStore, commit_message, current_snapshot, replace_rows, table_exists
 
 if TYPE_CHECKING:  # the Dagster definitions import this module, and must not import dlt
     import dlt
