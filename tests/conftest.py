@@ -35,7 +35,6 @@ from tests.support.sandboxes import (
 from tests.support.shared import changed_files, shared_state
 from tests.support.syncs import SyncResult, sync_once
 
-
 # The seconds each test module took in a whole run (`python scripts/slowest_tests.py --module-seconds`), to hand
 # the longest modules to the xdist workers first (`longest_modules_first`).
 MODULE_SECONDS = Path(__file__).with_name("module_seconds.json")
