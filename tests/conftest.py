@@ -33,11 +33,8 @@ from tests.support.sandboxes import (
     start_sandbox,
 )
 from tests.support.shared import changed_files, shared_state
+from tests.support.suite_order import MODULE_SECONDS, longest_modules_first
 from tests.support.syncs import SyncResult, sync_once
-
-# The seconds each test module took in a whole run (`python scripts/slowest_tests.py --module-seconds`), to hand
-# the longest modules to the xdist workers first (`longest_modules_first`).
-MODULE_SECONDS = Path(__file__).with_name("module_seconds.json")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -49,20 +46,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if not mark.kwargs.get("reason"):
                 raise pytest.UsageError(f"{item.nodeid}: pytest.mark.serial needs reason='why it must run alone'")
     items[:] = longest_modules_first(items, json.loads(MODULE_SECONDS.read_text()) if MODULE_SECONDS.exists() else {})
-
-
-def longest_modules_first(items: list[pytest.Item], module_seconds: dict[str, float]) -> list[pytest.Item]:
-    """The items with their modules in descending order of the seconds they last took (a module not timed yet
-    first, as if the longest), each module's tests in their own order. scripts/test runs one module per xdist
-    worker at a time (`--dist loadfile`) in this order (`--no-loadscope-reorder`): xdist's own order, by number of
-    tests, handed out the modules of one or two long tests last, and the run ended on one worker still busy
-    with them (longest-first list scheduling; pytest-xdist has no ordering by duration). The same order on
-    every worker, as xdist requires: the file's seconds, then the collection's."""
-    modules: dict[str, list[pytest.Item]] = {}
-    for item in items:
-        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    ordered = sorted(modules, key=lambda module: -module_seconds.get(module, float("inf")))
-    return [item for module in ordered for item in modules[module]]
 
 
 # Settings a developer's shell may carry that would point a test's runs elsewhere: left out of the whole run.

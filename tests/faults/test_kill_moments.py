@@ -13,7 +13,15 @@ import pytest
 from tests.support.kill_driver import EXTRACT_KILL_AT_REQUEST, MARKER_ENV, MOMENTS
 from tests.support.lakes import lake_in
 from tests.support.sandboxes import FROZEN_WORLD, sandbox_stats
-from tests.support.syncs import FINISHED_PENDING, STAGES, SyncResult, cli_env, packages_left, snapshot
+from tests.support.syncs import (
+    FINISHED_PENDING,
+    STAGES,
+    SYNC_TIMEOUT_SECONDS,
+    SyncResult,
+    cli_env,
+    packages_left,
+    snapshot,
+)
 
 pytestmark = pytest.mark.faults
 
@@ -53,7 +61,7 @@ def test_a_sync_killed_at_a_moment_then_rerun_equals_a_clean_run(
 
     killed = subprocess.run(
         [sys.executable, "-m", "tests.support.kill_driver", moment, *sync],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env, capture_output=True, text=True, timeout=SYNC_TIMEOUT_SECONDS,
     )  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
     assert marker.read_text().startswith(f"{moment}: "), "killed, but not by the hook of this moment"
@@ -65,7 +73,8 @@ def test_a_sync_killed_at_a_moment_then_rerun_equals_a_clean_run(
         assert sum(sandbox_stats(server)["requests_by_route"].values()) == EXTRACT_KILL_AT_REQUEST - 1
 
     rerun = subprocess.run(
-        [sys.executable, "-m", "pipelines", *sync], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "pipelines", *sync], env=env, capture_output=True, text=True,
+        timeout=SYNC_TIMEOUT_SECONDS,
     )
 
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr

@@ -21,7 +21,7 @@ from pipelines.warehouse.models import BUILD_RECORD_TABLE, project_models, seed_
 from tests.support.lakes import lake_in
 from tests.support.postgres import free_port
 from tests.support.sandboxes import FULL_KEY, GENEROUS_LIMITS, SANDBOX_START
-from tests.support.syncs import cli_env
+from tests.support.syncs import SYNC_TIMEOUT_SECONDS, cli_env
 
 LINE = shapely.LineString([(170.0, 10.0), (179.5, 12.0), (-175.0, 14.0)])
 
@@ -87,7 +87,7 @@ def test_an_unreachable_postgres_is_one_line_naming_host_and_port(sandbox, tmp_p
                   DESTINATION__POSTGRES__CREDENTIALS=f"postgresql://loader:{password}@127.0.0.1:{port}/warehouse")  # fmt: skip
     result = subprocess.run(
         [sys.executable, "-m", "pipelines", "sync", "--no-progress", "--destination", "postgres"],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env, capture_output=True, text=True, timeout=SYNC_TIMEOUT_SECONDS,
     )  # fmt: skip
 
     assert result.returncode == 2

@@ -6,6 +6,7 @@ which nothing imports; everything a test imports by name comes from here.
 - `syncs`: a client and a CLI environment pointed at a sandbox, one sync into a lake, reading it back
 - `lakes`: where a data folder's lake is, copying a lake, fingerprinting its files
 - `shared`: a state built once for the whole run (every xdist worker) under a file lock, handed out read-only
+- `suite_order`: the order the parallel phase hands the test modules out in (longest first)
 - `holders`: another process holding a DuckDB file, a lake's writer lock or an analyst's session
 - `dagster`: the definitions' resources pointed at a sandbox, materializing the models and maps
 - `scripted`: a scripted HTTP server, a unit-level double for the client's protocol handling
