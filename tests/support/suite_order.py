@@ -16,9 +16,9 @@ def longest_modules_first(items: list[pytest.Item], module_seconds: dict[str, fl
     """The items with their modules in descending order of the seconds they last took (a module not timed yet
     first, as if the longest), each module's tests in their own order. scripts/test runs one module per xdist
     worker at a time (`--dist loadfile`) in this order (`--no-loadscope-reorder`): longest-first list
-    scheduling, which pytest-xdist does not offer (its own order is by number of tests). One run's report
-    replayed on 3 workers (`scripts/slowest_tests.py --replay 3`): 1,482 s in xdist's order, 1,439 s longest
-    first, the floor of that run's 4,318 worker-seconds. The same order on every worker, as xdist
+    scheduling, which pytest-xdist does not offer (its own order is by number of tests). A 4-worker run's report
+    replayed (`scripts/slowest_tests.py --replay 4`): 1,284 s in xdist's order, 1,248 s longest first, the
+    floor of its 4,991 worker-seconds (the run itself took 1,277 s). The same order on every worker, as xdist
     requires: the file's seconds, then the collection's."""
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
