@@ -93,11 +93,16 @@ def receiver_alive(now: datetime | None = None, account: Account = SINGLE_ACCOUN
     return beat is not None and (now or datetime.now(UTC)) - beat[0] <= RECEIVER_DOWN_AFTER
 
 
+def active_runs(context: dg.SensorEvaluationContext, job_name: str, account: Account = SINGLE_ACCOUNT,
+                limit: int | None = None) -> list[dg.RunRecord]:
+    """The runs of `job_name` for `account` that are queued, launching or running (at most `limit`)."""
+    return list(context.instance.get_run_records(
+        dg.RunsFilter(job_name=job_name, statuses=RUNNING_STATUSES, tags=account_runs_filter(account)), limit=limit))
+
+
 def busy(context: dg.SensorEvaluationContext, job_name: str, account: Account = SINGLE_ACCOUNT) -> bool:
     """A run of `job_name` for `account` is queued or running: the next one waits for it."""
-    runs = context.instance.get_run_records(
-        dg.RunsFilter(job_name=job_name, statuses=RUNNING_STATUSES, tags=account_runs_filter(account)), limit=1)
-    return bool(runs)
+    return bool(active_runs(context, job_name, account, limit=1))
 
 
 @dg.sensor(
@@ -143,9 +148,7 @@ def batch_in_flight(context: dg.SensorEvaluationContext, account: Account = SING
     tag, set once its load committed) is building the models or reporting: the next refresh is launched beside it,
     so that its launch overlaps those models and its load starts as soon as they free the pool's slot, instead of a
     change that arrived meanwhile waiting for the sensor's tick and a launch after them."""
-    runs = context.instance.get_run_records(dg.RunsFilter(job_name=apply_notifications_job.name,
-                                                          statuses=RUNNING_STATUSES,
-                                                          tags=account_runs_filter(account)))
+    runs = active_runs(context, apply_notifications_job.name, account)
     return any(NOTIFICATIONS_APPLIED_TAG not in record.dagster_run.tags for record in runs)
 
 
