@@ -1,7 +1,7 @@
 """Print the slowest tests of one or more JUnit XML reports (pytest's `--junitxml`), slowest first: what
 scripts/test shows after its parallel and serial phases, as one list. With `--module-seconds FILE`, also writes
 each test module's seconds there (`tests/module_seconds.json`: the order the parallel phase hands modules out,
-longest first, `tests/conftest.py`); scripts/test keeps a run's reports in `.test-reports/`. With `--replay
+longest first, `tests/support/suite_order.py`); scripts/test keeps a run's reports in `.test-reports/`. With `--replay
 WORKERS`, also prints how long the parallel phase would take on that many workers with the modules handed out
 in xdist's order (by number of tests) and longest first (`replay_schedule`):
 
@@ -28,11 +28,17 @@ def test_cases(reports: list[str]) -> list[tuple[float, str]]:
     return cases
 
 
+def tests_by_module(cases: list[tuple[float, str]]) -> dict[str, list[float]]:
+    """The seconds of each test, by test module (its file's path), in the reports' order."""
+    tests: dict[str, list[float]] = defaultdict(list)
+    for case_seconds, node_id in cases:
+        tests[node_id.split("::", 1)[0]].append(case_seconds)
+    return tests
+
+
 def module_seconds(cases: list[tuple[float, str]]) -> dict[str, float]:
     """The seconds of each test module (its file's path), longest first."""
-    seconds: dict[str, float] = defaultdict(float)
-    for case_seconds, node_id in cases:
-        seconds[node_id.split("::", 1)[0]] += case_seconds
+    seconds = {module: sum(tests) for module, tests in tests_by_module(cases).items()}
     return {module: round(total, 1) for module, total in sorted(seconds.items(), key=lambda item: -item[1])}
 
 
@@ -42,9 +48,7 @@ def replay_schedule(cases: list[tuple[float, str]], order: list[str], workers: i
     to each worker, then another to a worker as soon as it has 2 tests or fewer left (the next module waits
     behind the current one's last tests). An estimate: on a loaded machine a test's seconds depend on what
     runs beside it."""
-    tests: dict[str, list[float]] = defaultdict(list)
-    for case_seconds, node_id in cases:
-        tests[node_id.split("::", 1)[0]].append(case_seconds)
+    tests = tests_by_module(cases)
     queue = list(order)
     left: list[list[float]] = [[] for _ in range(workers)]
 
@@ -89,12 +93,9 @@ def main() -> int:
     for seconds, node_id in rows:
         print(f"{seconds:8.1f}s  {node_id}")
     if args.replay:
-        seconds = module_seconds(cases)
-        counts: dict[str, int] = defaultdict(int)
-        for _, node_id in cases:
-            counts[node_id.split("::", 1)[0]] += 1
-        collected = sorted(counts)  # ties in path order, about the collection's
-        by_count = sorted(collected, key=lambda module: -counts[module])
+        seconds, tests = module_seconds(cases), tests_by_module(cases)
+        # xdist's order: by number of tests, ties in path order (about the collection's)
+        by_count = sorted(sorted(tests), key=lambda module: -len(tests[module]))
         total = sum(seconds.values())
         print(f"{args.replay} workers, {total:,.0f} worker-seconds (floor {total / args.replay:,.0f} s): "
               f"xdist's order {replay_schedule(cases, by_count, args.replay):,.0f} s, "

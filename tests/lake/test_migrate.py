@@ -23,14 +23,14 @@ from pipelines.warehouse import WarehouseStore, duckdb_store
 from pipelines.warehouse.destinations import lake_type, migrate_duckdb
 from tests.support.lakes import lake_in
 from tests.support.sandboxes import advance_clock, requests_served
-from tests.support.syncs import ENTITY_TABLES, cli_env
+from tests.support.syncs import ENTITY_TABLES, SYNC_TIMEOUT_SECONDS, cli_env
 
 HISTORY = "ocean_tracking.shipment_eta_history"
 
 
 def _pipelines(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     run = subprocess.run([sys.executable, "-m", "pipelines", *args], env=env, capture_output=True, text=True,
-                         timeout=300)  # fmt: skip
+                         timeout=SYNC_TIMEOUT_SECONDS)  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     return run
 

@@ -87,7 +87,7 @@ def test_an_unreachable_postgres_is_one_line_naming_host_and_port(sandbox, tmp_p
                   DESTINATION__POSTGRES__CREDENTIALS=f"postgresql://loader:{password}@127.0.0.1:{port}/warehouse")  # fmt: skip
     result = subprocess.run(
         [sys.executable, "-m", "pipelines", "sync", "--no-progress", "--destination", "postgres"],
-        env=env, capture_output=True, text=True, timeout=SYNC_TIMEOUT_SECONDS,
+        env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
     assert result.returncode == 2
@@ -110,7 +110,7 @@ def _sync(server, workdir: Path, *args: str, **env: str) -> subprocess.Completed
     command = [sys.executable, "-m", "pipelines", "sync", "--no-progress", *args]
     result = subprocess.run(
         command, env=cli_env(server.base_url, workdir, SOURCES__OCEAN_TRACKING__APP_URL=server.app_url, **env),
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=SYNC_TIMEOUT_SECONDS,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert FULL_KEY not in result.stdout + result.stderr
