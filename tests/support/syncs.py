@@ -26,8 +26,8 @@ from tests.support.sandboxes import FULL_KEY, REPO
 
 # The raw tables of entities the service lists (a full sync lands rows in each): those of a JSON:API type.
 ENTITY_TABLES = tuple(name for name, table in TABLES.items() if table.jsonapi_type)
-# How long a test waits for a CLI sync of the suite's world: ~40 s with its models when the suite runs here, over
-# 120 s seen on a slower CI machine under the same load (a sync that hangs fails on the service's timeouts first).
+# How long a test waits for a CLI sync of the suite's world with its models: 21.5 s alone on 2 cores, and over 120 s
+# on a CI machine twice as slow under the suite's load (stop 47). A hung sync fails on the client's timeouts first.
 SYNC_TIMEOUT_SECONDS = 400
 # Where a CLI process would otherwise load (a developer's shell may set them): `cli_env` leaves them out,
 # so its sync goes to the default destination, `lake_in(workdir / "data")`.
